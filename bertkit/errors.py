@@ -1,0 +1,10 @@
+"""The one exception type users see.
+
+Anything a user can get wrong (a missing file, a bad column, a wrong key) raises `BertkitError` with a message
+of one line that names the file / line / key and says what to do. The CLI prints it without a traceback and
+exits non-zero; library callers can catch it.
+"""
+
+
+class BertkitError(Exception):
+    """A user-facing error: the message is one line, names what is wrong and how to fix it."""
