@@ -1,0 +1,67 @@
+"""BertkitConfig: BERT's config.json, field for field, under bertkit's own model_type.
+
+In memory the model_type is "bertkit" (transformers refuses to register a second "bert"); on disk it is written as
+"bert" with stock architecture names, so every checkpoint bertkit saves loads in plain transformers, and every stock
+BERT checkpoint loads here without conversion.
+"""
+
+from transformers import PreTrainedConfig
+
+STOCK_MODEL_TYPE = "bert"
+
+
+class BertkitConfig(PreTrainedConfig):
+    model_type = "bertkit"
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int | None = 0
+    classifier_dropout: float | None = None
+    tie_word_embeddings: bool = True
+    # bertkit's only addition: how sequence classification pools the encoder output.
+    # "cls" is BERT's pooler (tanh(W h_[CLS])); "mean" averages the real tokens' last hidden states.
+    classifier_pooling: str = "cls"
+
+    def __post_init__(self, **kwargs):
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise ValueError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
+        super().__post_init__(**kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        # Stock checkpoints say model_type "bert": they are ours to load, so take them without a warning.
+        if config_dict.get("model_type") in (STOCK_MODEL_TYPE, cls.model_type):
+            config_dict = {**config_dict, "model_type": cls.model_type}
+        return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
+    def get_config_dict(cls, *args, **kwargs):
+        config_dict, kwargs = super().get_config_dict(*args, **kwargs)
+        if config_dict.get("model_type") == STOCK_MODEL_TYPE:
+            config_dict = {**config_dict, "model_type": cls.model_type}
+        return config_dict, kwargs
+
+    def to_dict(self):
+        # Written as stock BERT so that a checkpoint made with bertkit needs nothing but transformers to load.
+        output = super().to_dict()
+        output["model_type"] = STOCK_MODEL_TYPE
+        if output.get("architectures"):
+            output["architectures"] = [name.replace("Bertkit", "Bert", 1) for name in output["architectures"]]
+        return output
+
+
+__all__ = ["BertkitConfig"]

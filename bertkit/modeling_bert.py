@@ -1,0 +1,575 @@
+"""BERT, written out in one file.
+
+Token + segment + learned position embeddings, summed and layer-normed; a stack of post-LayerNorm encoder layers
+(self-attention, then a GELU feed-forward, each wrapped in residual + LayerNorm); a tanh pooler over [CLS]; and the
+heads people fine-tune. Parameter names are transformers' own (`bert.encoder.layer.0.attention.self.query`, ...),
+so stock BERT checkpoints load with no conversion and checkpoints saved here load in stock transformers.
+
+Attention dispatches through transformers' attention registry (eager / sdpa / flash where installed), and the
+padding mask is built once per forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPoolingAndCrossAttentions,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+
+from .configuration_bert import BertkitConfig
+
+IGNORE_INDEX = -100
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Encoder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class BertkitEmbeddings(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, D)
+        batch_size, seq_len = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=inputs_embeds.device).expand(batch_size, -1)
+        if token_type_ids is None:  # segment A everywhere: add row 0 without materialising a (B, T) index tensor
+            embeddings = inputs_embeds + self.token_type_embeddings.weight[0]
+        else:
+            embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Plain softmax attention. q, k, v: (B, H, T, hd); mask: additive (B, 1, T, T) or None. Returns (B, T, H, hd)."""
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, T, T)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2), probs
+
+
+class BertkitSelfAttention(nn.Module):
+    is_causal = False  # read by transformers' sdpa / flash kernels
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.config = config
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:2], -1, self.head_dim).transpose(1, 2)  # (B, T, D) -> (B, H, T, hd)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        q, k, v = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
+        context, probs = attention(
+            self, q, k, v, attention_mask, scaling=self.scaling, dropout=self.dropout.p if self.training else 0.0
+        )
+        return context.reshape(*hidden_states.shape[:2], -1), probs  # (B, T, H, hd) -> (B, T, D)
+
+
+class BertkitSelfOutput(nn.Module):
+    """Output projection, dropout, then residual + LayerNorm (BERT is post-LN)."""
+
+    def __init__(self, config: BertkitConfig, in_features: int):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class BertkitAttention(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.self = BertkitSelfAttention(config)
+        self.output = BertkitSelfOutput(config, config.hidden_size)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        context, probs = self.self(hidden_states, attention_mask, output_attentions)
+        return self.output(context, hidden_states), probs
+
+
+class BertkitIntermediate(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class BertkitLayer(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.attention = BertkitAttention(config)
+        self.intermediate = BertkitIntermediate(config)
+        self.output = BertkitSelfOutput(config, config.intermediate_size)  # same shape as BERT's "BertOutput"
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        attended, probs = self.attention(hidden_states, attention_mask, output_attentions)
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class BertkitEncoder(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([BertkitLayer(config) for _ in range(config.num_hidden_layers)])
+        self.gradient_checkpointing = False  # switched on by PreTrainedModel.gradient_checkpointing_enable()
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False):
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer in self.layer:
+            if self.gradient_checkpointing and self.training:
+                hidden_states, probs = self._gradient_checkpointing_func(
+                    layer.__call__, hidden_states, attention_mask, output_attentions
+                )
+            else:
+                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+            if output_hidden_states:
+                all_hidden.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(probs)
+        return hidden_states, _tuple_or_none(all_hidden), _tuple_or_none(all_attentions)
+
+
+def _tuple_or_none(items):
+    return tuple(items) if items is not None else None
+
+
+class BertkitPooler(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # (B, T, D) -> [CLS] -> (B, D)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Base classes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class BertkitPreTrainedModel(PreTrainedModel):
+    config_class = BertkitConfig
+    config: BertkitConfig
+    base_model_prefix = "bert"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _no_split_modules = ["BertkitEmbeddings", "BertkitLayer"]
+    # Checkpoints written by transformers carry these buffers; they are recomputed here, so loading skips them.
+    _keys_to_ignore_on_load_unexpected = [r"position_ids", r"embeddings\.token_type_ids"]
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, BertkitLMPredictionHead):
+            nn.init.zeros_(module.bias)
+
+    def _run_options(self, kwargs) -> dict:
+        """output_attentions / output_hidden_states from the call, else from the config."""
+        return {
+            "output_attentions": bool(kwargs.get("output_attentions", self.config.output_attentions)),
+            "output_hidden_states": bool(kwargs.get("output_hidden_states", self.config.output_hidden_states)),
+        }
+
+
+def _maybe_tuple(output, kwargs):
+    """Honour `return_dict=False` the way transformers models do."""
+    return output.to_tuple() if kwargs.get("return_dict") is False else output
+
+
+class BertkitModel(BertkitPreTrainedModel):
+    def __init__(self, config: BertkitConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = BertkitEmbeddings(config)
+        self.encoder = BertkitEncoder(config)
+        self.pooler = BertkitPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        **kwargs,
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        options = self._run_options(kwargs)
+        embedded = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, D)
+        mask = self._attention_mask(attention_mask, embedded, options["output_attentions"])
+        hidden, all_hidden, all_attentions = self.encoder(embedded, mask, **options)
+        output = BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=hidden,
+            pooler_output=self.pooler(hidden) if self.pooler is not None else None,
+            hidden_states=all_hidden,
+            attentions=all_attentions,
+        )
+        return _maybe_tuple(output, kwargs)
+
+    def _attention_mask(self, attention_mask, embedded, output_attentions):
+        """The padding mask in the form the attention backend wants, built once for all layers (None if no padding)."""
+        config = self.config
+        if output_attentions and config._attn_implementation != "eager":
+            config = _with_attn_implementation(config, "eager")
+        return create_bidirectional_mask(config=config, inputs_embeds=embedded, attention_mask=attention_mask)
+
+
+def _with_attn_implementation(config, implementation):
+    """A shallow copy of the config that asks for another attention backend (for output_attentions under sdpa)."""
+    clone = type(config).__new__(type(config))
+    clone.__dict__.update(config.__dict__)
+    clone._attn_implementation_internal = implementation
+    return clone
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Losses that stay exact under gradient accumulation
+# ----------------------------------------------------------------------------------------------------------------
+# Trainer passes `num_items_in_batch` (the count of labels != -100 over all micro-batches of one optimizer step) to a
+# forward that takes **kwargs, and then no longer divides the loss by the accumulation steps. Summing here and
+# dividing by that count makes 8 x 1 and 2 x 4 give the same update (NOTES.md: transformers issue 47688).
+
+
+def _normalise(loss_sum: torch.Tensor, local_count, num_items_in_batch) -> torch.Tensor:
+    denominator = num_items_in_batch if num_items_in_batch is not None else local_count
+    if torch.is_tensor(denominator):
+        denominator = denominator.to(loss_sum.device)
+    return loss_sum / denominator
+
+
+def token_cross_entropy(logits, labels, num_items_in_batch=None) -> torch.Tensor:
+    """Cross-entropy over labelled positions. logits (..., C), labels (...) with -100 = ignore."""
+    logits, labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).to(logits.device)
+    loss_sum = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
+    return _normalise(loss_sum, labels.ne(IGNORE_INDEX).sum().clamp(min=1), num_items_in_batch)
+
+
+def sequence_loss(logits, labels, problem_type: str, num_items_in_batch=None) -> torch.Tensor:
+    """Single-label CE, multi-label BCE or regression MSE, each as a mean over items (or over the whole step)."""
+    logits = logits.float()
+    if problem_type == "regression":
+        labels = labels.to(logits.dtype).view(logits.shape)
+        loss_sum = F.mse_loss(logits, labels, reduction="sum")
+        return _normalise(loss_sum, labels.numel(), num_items_in_batch)
+    if problem_type == "multi_label_classification":
+        labels = labels.to(logits.dtype)
+        loss_sum = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum")
+        return _normalise(loss_sum, labels.numel(), num_items_in_batch)
+    return token_cross_entropy(logits, labels, num_items_in_batch)
+
+
+def _infer_problem_type(config, labels) -> str:
+    """transformers' rule: 1 label -> regression; integer labels -> single-label; float multi-hot -> multi-label."""
+    if config.problem_type is not None:
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    if labels.dtype in (torch.long, torch.int):
+        return "single_label_classification"
+    return "multi_label_classification"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Heads
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class BertkitPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class BertkitLMPredictionHead(nn.Module):
+    """Transform, then a decoder whose weight is tied to the word embeddings and whose bias is `cls.predictions.bias`."""
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.transform = BertkitPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(hidden_states))
+
+
+class BertkitOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.predictions = BertkitLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return self.predictions(sequence_output)
+
+
+class BertkitPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertkitConfig):
+        super().__init__()
+        self.predictions = BertkitLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output, pooled_output):
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+_TIED_MLM_WEIGHTS = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+
+
+class _MLMOutputEmbeddingsMixin:
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+
+class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
+    _tied_weights_keys = _TIED_MLM_WEIGHTS
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.bert = BertkitModel(config)
+        self.cls = BertkitPreTrainingHeads(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, next_sentence_label=None, **kwargs) -> BertForPreTrainingOutput:
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            **_encoder_kwargs(kwargs))
+        prediction_logits, nsp_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(prediction_logits, labels, kwargs.get("num_items_in_batch"))
+            if next_sentence_label is not None:
+                loss = loss + self._nsp_loss(nsp_logits, next_sentence_label, labels, kwargs.get("num_items_in_batch"))
+        output = BertForPreTrainingOutput(loss=loss, prediction_logits=prediction_logits,
+                                          seq_relationship_logits=nsp_logits,
+                                          hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+    @staticmethod
+    def _nsp_loss(nsp_logits, nsp_labels, mlm_labels, num_items_in_batch):
+        """NSP mean for this micro-batch. Under accumulation Trainer stops dividing by the step count, so the mean is
+        weighted by this micro-batch's share of the step's masked tokens (exact when the shares are equal)."""
+        loss = F.cross_entropy(nsp_logits.float(), nsp_labels.view(-1))
+        if num_items_in_batch is None:
+            return loss
+        return loss * _normalise(mlm_labels.ne(IGNORE_INDEX).sum().float(), None, num_items_in_batch)
+
+
+class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
+    _tied_weights_keys = _TIED_MLM_WEIGHTS
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.bert = BertkitModel(config, add_pooling_layer=False)
+        self.cls = BertkitOnlyMLMHead(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, **kwargs) -> MaskedLMOutput:
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            **_encoder_kwargs(kwargs))
+        logits = self.cls(outputs.last_hidden_state)  # (B, T, V)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+
+def _encoder_kwargs(kwargs) -> dict:
+    """What a head forwards to the encoder: the output switches, never loss kwargs or return_dict."""
+    return {k: kwargs[k] for k in ("output_attentions", "output_hidden_states") if k in kwargs}
+
+
+def _classifier_dropout(config: BertkitConfig) -> nn.Dropout:
+    rate = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+    return nn.Dropout(rate)
+
+
+def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Average of the real tokens' vectors. (B, T, D), (B, T) -> (B, D)."""
+    if attention_mask is None:
+        return last_hidden_state.mean(dim=1)
+    weights = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)  # (B, T, 1)
+    return (last_hidden_state * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+class BertkitForSequenceClassification(BertkitPreTrainedModel):
+    """Single-label, multi-label or regression, chosen by `config.problem_type` (or inferred from the labels as
+    transformers does). Pools with BERT's [CLS] pooler or, with `classifier_pooling="mean"`, a masked mean."""
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertkitModel(config, add_pooling_layer=config.classifier_pooling == "cls")
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, **kwargs) -> SequenceClassifierOutput:
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            **_encoder_kwargs(kwargs))
+        if self.config.classifier_pooling == "mean":
+            pooled = mean_pool(outputs.last_hidden_state, attention_mask)
+        else:
+            pooled = outputs.pooler_output
+        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            self.config.problem_type = _infer_problem_type(self.config, labels)
+            loss = sequence_loss(logits, labels, self.config.problem_type, kwargs.get("num_items_in_batch"))
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                          attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+
+class BertkitForTokenClassification(BertkitPreTrainedModel):
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertkitModel(config, add_pooling_layer=False)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, **kwargs) -> TokenClassifierOutput:
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            **_encoder_kwargs(kwargs))
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                       attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+
+class BertkitForQuestionAnswering(BertkitPreTrainedModel):
+    """Span extraction: start and end logits per token. Positions outside the sequence are ignored in the loss.
+
+    The batch has no `labels` key, so Trainer passes no `num_items_in_batch` and divides by the accumulation steps
+    itself; a per-micro-batch mean is then exact for equal micro-batches."""
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertkitModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, start_positions=None, end_positions=None, **kwargs) -> QuestionAnsweringModelOutput:
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            **_encoder_kwargs(kwargs))
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = (self._span_loss(start_logits, start_positions) + self._span_loss(end_logits, end_positions)) / 2
+        output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                              hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+    @staticmethod
+    def _span_loss(logits, positions):
+        seq_len = logits.size(1)  # positions clamped here are "outside the window" and ignored, as in BERT
+        positions = positions.view(-1).clamp(0, seq_len).to(logits.device)
+        return F.cross_entropy(logits.float(), positions, ignore_index=seq_len)
+
+
+class BertkitForMultipleChoice(BertkitPreTrainedModel):
+    """Scores each (context, option) pair with one logit; softmax across the N options."""
+
+    def __init__(self, config: BertkitConfig):
+        super().__init__(config)
+        self.bert = BertkitModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, **kwargs) -> MultipleChoiceModelOutput:
+        reference = input_ids if input_ids is not None else inputs_embeds
+        num_choices = reference.shape[1]
+        flat = [_flatten_choices(t) for t in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)]
+        outputs = self.bert(*flat, **_encoder_kwargs(kwargs))
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B*N, 1) -> (B, N)
+        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        output = MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                           attentions=outputs.attentions)
+        return _maybe_tuple(output, kwargs)
+
+
+def _flatten_choices(tensor):
+    """(B, N, T[, D]) -> (B*N, T[, D]); None stays None."""
+    if tensor is None:
+        return None
+    return tensor.reshape(-1, *tensor.shape[2:])
+
+
+__all__ = [
+    "BertkitPreTrainedModel",
+    "BertkitModel",
+    "BertkitForPreTraining",
+    "BertkitForMaskedLM",
+    "BertkitForSequenceClassification",
+    "BertkitForTokenClassification",
+    "BertkitForQuestionAnswering",
+    "BertkitForMultipleChoice",
+    "mean_pool",
+]

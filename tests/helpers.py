@@ -1,0 +1,79 @@
+"""Small builders shared by the tests: tiny BERT configs and random batches."""
+
+import torch
+import transformers
+
+import bertkit
+
+# Each bertkit head and the stock transformers class whose checkpoints it must read and write.
+HEAD_PAIRS = {
+    "base": (transformers.BertModel, bertkit.BertkitModel),
+    "pretraining": (transformers.BertForPreTraining, bertkit.BertkitForPreTraining),
+    "mlm": (transformers.BertForMaskedLM, bertkit.BertkitForMaskedLM),
+    "sequence": (transformers.BertForSequenceClassification, bertkit.BertkitForSequenceClassification),
+    "token": (transformers.BertForTokenClassification, bertkit.BertkitForTokenClassification),
+    "qa": (transformers.BertForQuestionAnswering, bertkit.BertkitForQuestionAnswering),
+    "choice": (transformers.BertForMultipleChoice, bertkit.BertkitForMultipleChoice),
+}
+
+
+def tiny_config_kwargs(**overrides) -> dict:
+    kwargs = dict(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=64, type_vocab_size=2, num_labels=3,
+    )
+    kwargs.update(overrides)
+    return kwargs
+
+
+def random_batch(head: str, batch_size=3, seq_len=11, vocab_size=99, num_labels=3, padded=True, seed=0,
+                 with_labels=True, problem_type="single_label_classification", num_choices=4) -> dict:
+    """A batch of random ids whose rows have different real lengths (when padded), with labels for the head."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (batch_size, num_choices, seq_len) if head == "choice" else (batch_size, seq_len)
+    input_ids = torch.randint(1, vocab_size, shape, generator=gen)
+    attention_mask = torch.ones(shape, dtype=torch.long)
+    if padded:
+        lengths = torch.randint(2, seq_len + 1, shape[:-1], generator=gen)
+        lengths.view(-1)[0] = seq_len  # at least one full row, so the batch is as long as its longest row
+        attention_mask = (torch.arange(seq_len) < lengths.unsqueeze(-1)).long()
+        input_ids = input_ids * attention_mask
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[..., seq_len // 2:] = 1
+    token_type_ids = token_type_ids * attention_mask
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    if with_labels:
+        batch.update(_labels(head, gen, batch_size, seq_len, vocab_size, num_labels, attention_mask, problem_type,
+                             num_choices))
+    return batch
+
+
+def _labels(head, gen, batch_size, seq_len, vocab_size, num_labels, attention_mask, problem_type, num_choices):
+    if head in ("mlm", "pretraining"):
+        labels = torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen)
+        selected = (torch.rand(batch_size, seq_len, generator=gen) < 0.3) & attention_mask.bool()
+        selected[:, 1] = True  # every row has at least one target
+        out = {"labels": labels.masked_fill(~selected, -100)}
+        if head == "pretraining":
+            out["next_sentence_label"] = torch.randint(0, 2, (batch_size,), generator=gen)
+        return out
+    if head == "token":
+        labels = torch.randint(0, num_labels, (batch_size, seq_len), generator=gen)
+        return {"labels": labels.masked_fill(~attention_mask.bool(), -100)}
+    if head == "qa":
+        return {"start_positions": torch.randint(0, seq_len, (batch_size,), generator=gen),
+                "end_positions": torch.randint(0, seq_len, (batch_size,), generator=gen)}
+    if head == "choice":
+        return {"labels": torch.randint(0, num_choices, (batch_size,), generator=gen)}
+    if head == "sequence":
+        if problem_type == "regression":
+            return {"labels": torch.randn(batch_size, generator=gen)}
+        if problem_type == "multi_label_classification":
+            return {"labels": torch.randint(0, 2, (batch_size, num_labels), generator=gen).float()}
+        return {"labels": torch.randint(0, num_labels, (batch_size,), generator=gen)}
+    return {}
+
+
+def output_tensors(output) -> dict:
+    """The tensors of a ModelOutput that both implementations produce, by name."""
+    return {k: v for k, v in output.items() if torch.is_tensor(v)}
