@@ -1,0 +1,436 @@
+"""Masked-LM data: word ids for whole-word masking, a collator with BERT's 80/10/10 rule, and NSP sentence pairs.
+
+Why our own collator: transformers 5.x's `DataCollatorForLanguageModeling(whole_word_mask=True)` finds words by
+gaps in character offsets, so an unsegmented Chinese sentence is one "word"; it never reads a segmenter's output
+and forces 100 % [MASK] in whole-word mode (NOTES.md). Here word boundaries are computed once at tokenization time
+(`add_word_ids`, stored as a `word_ids` column) and the collator only groups, selects and replaces.
+
+Selection follows Google's `create_pretraining_data.py`: each sequence gets a token budget round(p * n) over its
+n maskable tokens, units (tokens or whole words) are taken in random order, and a word that would overshoot the
+budget is skipped. Unlike Google (whose 80/10/10 draw is per token even with whole-word masking), the 80/10/10
+decision here is made once per unit, so all tokens of a word get the same treatment.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import re
+from typing import Any, Literal, NamedTuple, Sequence
+
+import rjieba
+import torch
+
+from bertkit.errors import BertkitError
+
+WholeWord = Literal["none", "wordpiece", "chinese"]
+WHOLE_WORD_MODES = ("none", "wordpiece", "chinese")
+# Tokens that never form a word and are never masked. [UNK] is deliberately absent: it stands for real text.
+NON_WORD_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]"})
+_UNUSED = re.compile(r"\[unused\d+\]")
+
+
+# ----------------------------------------------------------------------------------------------- word ids
+def _renumber(raw: Sequence[int | None]) -> list[int | None]:
+    """Map word indices to 0, 1, 2, ... in order of first appearance; None stays None."""
+    new: dict[int, int] = {}
+    return [None if w is None else new.setdefault(w, len(new)) for w in raw]
+
+
+def wordpiece_word_ids(
+    tokens: Sequence[str], special_tokens: frozenset[str] | set[str] = NON_WORD_TOKENS
+) -> list[int | None]:
+    """Word index per WordPiece token: a token starts a word, its following `##` tokens continue it.
+
+    `["[CLS]", "un", "##able", "to", "[SEP]"]` -> `[None, 0, 0, 1, None]`.
+    """
+    raw: list[int | None] = []
+    word = -1
+    for token in tokens:
+        if token in special_tokens:
+            raw.append(None)
+            continue
+        # A `##` piece right after a special token has no word to continue: it starts one.
+        if not (token.startswith("##") and raw and raw[-1] is not None):
+            word += 1
+        raw.append(word)
+    return _renumber(raw)
+
+
+def jieba_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans `(start, end)` of the words rjieba cuts `text` into (whitespace pieces included)."""
+    spans, cursor = [], 0
+    for piece in rjieba.cut(text):
+        # Locate each piece rather than summing lengths, so a segmenter that drops characters cannot shift spans.
+        start = text.find(piece, cursor)
+        if not piece or start < 0:
+            continue
+        spans.append((start, start + len(piece)))
+        cursor = start + len(piece)
+    return spans
+
+
+def chinese_word_ids(
+    text: str, offsets: Sequence[Sequence[int]], tokens: Sequence[str] | None = None
+) -> list[int | None]:
+    """Word index per token from rjieba's segmentation of `text`.
+
+    `offsets` are the fast tokenizer's character spans (`return_offsets_mapping=True`); a token with an empty span
+    ([CLS], [SEP], [PAD]) gets None. Given `tokens`, a `##` piece always joins the previous token's word, so an
+    English word that WordPiece splits stays one unit even where rjieba cuts inside it ("Müller" -> M|ü|ller).
+    """
+    starts = [s for s, _ in jieba_spans(text)]
+    raw: list[int | None] = []
+    for i, (start, end) in enumerate(offsets):
+        if end <= start:
+            raw.append(None)
+        elif tokens is not None and tokens[i].startswith("##") and raw and raw[-1] is not None:
+            raw.append(raw[-1])
+        else:
+            raw.append(max(bisect.bisect_right(starts, start) - 1, 0))  # the word whose span holds `start`
+    return _renumber(raw)
+
+
+def _row_word_ids(encoding, row: int, tokenizer, mode: str, texts: Sequence[str] | None) -> list[int | None]:
+    """Word ids of one row of a batch encoding (a window of a long text maps back through
+    `overflow_to_sample_mapping`)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(encoding["input_ids"][row]))
+    special = set(tokenizer.all_special_tokens) - {tokenizer.unk_token}
+    if mode == "wordpiece":
+        return wordpiece_word_ids(tokens, special)
+    if texts is None or "offset_mapping" not in encoding:
+        raise BertkitError("chinese word ids need the texts and an encoding made with return_offsets_mapping=True")
+    sample = encoding["overflow_to_sample_mapping"][row] if "overflow_to_sample_mapping" in encoding else row
+    word_ids = chinese_word_ids(texts[sample], encoding["offset_mapping"][row], tokens)
+    return [None if t in special else w for t, w in zip(tokens, word_ids)]
+
+
+def add_word_ids(
+    batch_encoding_or_texts: Any, tokenizer, mode: WholeWord, texts: Sequence[str] | None = None, **tokenizer_kwargs
+) -> dict[str, list]:
+    """Tokenize (if given texts) and add a `word_ids` column; made for `datasets.map(batched=True)`.
+
+        ds.map(lambda b: add_word_ids(b["text"], tok, "chinese", truncation=True, max_length=128),
+               batched=True, remove_columns=ds.column_names)
+
+    Returns `input_ids`, `token_type_ids` (when the tokenizer makes them) and `word_ids`. An existing batch
+    encoding works too (for "chinese" it must carry `offset_mapping`, and `texts` must be passed). Single
+    sequences only: for sentence pairs use `make_nsp_examples`.
+    """
+    if mode not in ("wordpiece", "chinese"):
+        raise BertkitError(f"add_word_ids mode must be 'wordpiece' or 'chinese', got {mode!r}")
+    if isinstance(batch_encoding_or_texts, str) or (
+        isinstance(batch_encoding_or_texts, Sequence) and all(isinstance(t, str) for t in batch_encoding_or_texts)
+    ):
+        texts = [batch_encoding_or_texts] if isinstance(batch_encoding_or_texts, str) else list(batch_encoding_or_texts)
+        tokenizer_kwargs.setdefault("return_offsets_mapping", mode == "chinese")
+        encoding = tokenizer(texts, **tokenizer_kwargs)
+    else:
+        encoding = batch_encoding_or_texts
+    _reject_pairs(encoding, mode)
+    out = {key: list(encoding[key]) for key in ("input_ids", "token_type_ids") if key in encoding}
+    out["word_ids"] = [_row_word_ids(encoding, i, tokenizer, mode, texts) for i in range(len(encoding["input_ids"]))]
+    return out
+
+
+def _reject_pairs(encoding, mode: str) -> None:
+    # Offsets of a pair's second text count from that text's start: mapping them onto the first text is wrong.
+    if mode == "chinese" and any(1 in row for row in encoding.get("token_type_ids", [])):
+        raise BertkitError(
+            "add_word_ids(mode='chinese') takes single texts, not pairs; use make_nsp_examples for pairs")
+
+
+# ----------------------------------------------------------------------------------------------- collator
+def _check_probabilities(mlm: float, mask: float, rand: float) -> None:
+    for name, value in (("mlm_probability", mlm), ("mask_replace_prob", mask), ("random_replace_prob", rand)):
+        if not 0.0 <= value <= 1.0:
+            raise BertkitError(f"{name} must be in [0, 1], got {value}")
+    if mask + rand > 1.0 + 1e-9:
+        raise BertkitError(f"mask_replace_prob + random_replace_prob must be <= 1, got {mask} + {rand}")
+
+
+def random_token_ids(tokenizer) -> torch.Tensor:
+    """Ids a random replacement may draw: the vocabulary minus special tokens and `[unusedN]` slots
+    (never seen in text, so replacing with them teaches nothing). Shape (V',)."""
+    special = set(tokenizer.all_special_ids)
+    ids = [i for t, i in tokenizer.get_vocab().items() if i not in special and not _UNUSED.fullmatch(t)]
+    return torch.tensor(sorted(ids), dtype=torch.long)
+
+
+def _word_units(maskable: list[bool], word_ids: Sequence[int | None]) -> list[list[int]]:
+    """Group maskable positions into words: runs of equal word id. A non-maskable position ends a run (so a pair's
+    two sentences, whose word ids may both start at 0, never merge); a None id is a unit of its own."""
+    units: list[list[int]] = []
+    prev: int | None = None
+    for pos, (ok, word) in enumerate(zip(maskable, word_ids)):
+        if not ok:
+            prev = None
+            continue
+        if word is None or word != prev:
+            units.append([])
+        units[-1].append(pos)
+        prev = word
+    return units
+
+
+def _budget(n_maskable: torch.Tensor, p: float) -> torch.Tensor:
+    """Tokens to select per sequence: round(p * n), at least 1 when anything is maskable. (B,) -> (B,)"""
+    budget = torch.round(n_maskable.double() * p).long().clamp(min=1)
+    return torch.where(n_maskable > 0, budget, torch.zeros_like(budget))
+
+
+class MaskingCollator:
+    """Pads features and masks them for BERT's masked LM (optionally with next-sentence labels).
+
+    Features: dicts with `input_ids` (list[int]), optional `token_type_ids`, `word_ids` (list[int | None], needed
+    for whole_word="chinese"; computed from `##` pieces for "wordpiece" when absent) and `next_sentence_label`.
+    Other keys are ignored. Returns `input_ids`, `token_type_ids`, `attention_mask`, `labels` (-100 where not
+    selected), each (B, T), and `next_sentence_label` (B,) when given.
+
+    With a `seed` the collator owns its random stream (one per DataLoader worker); without one it uses torch's
+    global RNG, which `transformers.set_seed` controls. Under `Trainer`, set `remove_unused_columns=False`, or the
+    Trainer drops the `word_ids` column before it reaches this collator.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        mlm_probability: float = 0.15,
+        mask_replace_prob: float = 0.8,
+        random_replace_prob: float = 0.1,
+        whole_word: WholeWord = "none",
+        pad_to_multiple_of: int | None = None,
+        seed: int | None = None,
+    ):
+        _check_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)
+        if whole_word not in WHOLE_WORD_MODES:
+            raise BertkitError(f"whole_word must be one of {', '.join(WHOLE_WORD_MODES)}; got {whole_word!r}")
+        if tokenizer.mask_token_id is None or tokenizer.pad_token_id is None:
+            raise BertkitError("the tokenizer needs a [MASK] and a [PAD] token for masked-LM training")
+        self.tokenizer, self.whole_word, self.seed = tokenizer, whole_word, seed
+        self.mlm_probability, self.mask_replace_prob, self.random_replace_prob = (
+            mlm_probability, mask_replace_prob, random_replace_prob)
+        self.pad_to_multiple_of = pad_to_multiple_of
+        never = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id}
+        self.never_select = torch.tensor(sorted(i for i in never if i is not None), dtype=torch.long)
+        self.random_ids = random_token_ids(tokenizer)
+        self._generators: dict[int | None, torch.Generator] = {}
+
+    def _rng(self) -> torch.Generator | None:
+        """This process's generator. DataLoader workers get distinct seeds, or forked copies would repeat one
+        stream of masks in every worker."""
+        if self.seed is None:
+            return None
+        info = torch.utils.data.get_worker_info()
+        key = None if info is None else info.id
+        if key not in self._generators:
+            self._generators[key] = torch.Generator().manual_seed(self.seed if key is None else self.seed + 1 + key)
+        return self._generators[key]
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self._pad(features)
+        maskable = self._maskable(batch["input_ids"], batch["attention_mask"])  # (B, T) bool
+        if self.whole_word == "none":
+            selected, decision = self._select_tokens(maskable)
+        else:
+            selected, decision = self._select_words(maskable, self._word_ids(features))
+        batch["input_ids"], batch["labels"] = self._replace(batch["input_ids"], selected, decision)
+        return batch
+
+    # -- padding
+    def _padded_length(self, features) -> int:
+        length = max(len(f["input_ids"]) for f in features)
+        m = self.pad_to_multiple_of
+        return length if not m else -(-length // m) * m
+
+    def _pad(self, features) -> dict[str, torch.Tensor]:
+        if not features:
+            raise BertkitError("MaskingCollator got an empty batch")
+        B, T = len(features), self._padded_length(features)
+        input_ids = torch.full((B, T), self.tokenizer.pad_token_id, dtype=torch.long)  # (B, T)
+        token_type_ids = torch.zeros((B, T), dtype=torch.long)  # (B, T)
+        attention_mask = torch.zeros((B, T), dtype=torch.long)  # (B, T)
+        for b, f in enumerate(features):
+            n = len(f["input_ids"])
+            input_ids[b, :n] = torch.as_tensor(f["input_ids"], dtype=torch.long)
+            attention_mask[b, :n] = 1
+            if f.get("token_type_ids") is not None:
+                token_type_ids[b, :n] = torch.as_tensor(f["token_type_ids"], dtype=torch.long)
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+        if "next_sentence_label" in features[0]:
+            batch["next_sentence_label"] = torch.tensor([int(f["next_sentence_label"]) for f in features])  # (B,)
+        return batch
+
+    def _maskable(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Real tokens other than [CLS]/[SEP]/[PAD]/[MASK]. (B, T) -> (B, T) bool"""
+        return attention_mask.bool() & ~torch.isin(input_ids, self.never_select)
+
+    # -- selection
+    def _select_tokens(self, maskable: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exactly budget tokens per row, uniformly at random: the budget smallest random scores win."""
+        g = self._rng()
+        scores = torch.rand(maskable.shape, generator=g).masked_fill(~maskable, 2.0)  # (B, T); unmaskable last
+        ranks = scores.argsort(dim=1).argsort(dim=1)  # (B, T): rank of each position within its row
+        selected = ranks < _budget(maskable.sum(1), self.mlm_probability)[:, None]  # (B, T)
+        decision = torch.rand(maskable.shape, generator=g)  # (B, T): one 80/10/10 draw per token
+        return selected, decision
+
+    def _word_ids(self, features) -> list[Sequence[int | None]]:
+        rows = []
+        for i, f in enumerate(features):
+            word_ids = f.get("word_ids")
+            if word_ids is None and self.whole_word == "chinese":
+                raise BertkitError("whole_word='chinese' needs a 'word_ids' column; "
+                                   "build it with add_word_ids(..., mode='chinese')")
+            if word_ids is None:
+                word_ids = wordpiece_word_ids(self.tokenizer.convert_ids_to_tokens(list(f["input_ids"])))
+            if len(word_ids) != len(f["input_ids"]):
+                n = len(f["input_ids"])
+                raise BertkitError(f"feature {i}: word_ids has {len(word_ids)} entries but input_ids has {n}")
+            rows.append(list(word_ids))
+        return rows
+
+    def _choose_units(self, units: list[list[int]], budget: int, g) -> list[list[int]]:
+        """Google's rule: words in random order, skip one that would overshoot, stop at the budget."""
+        chosen, count = [], 0
+        order = torch.randperm(len(units), generator=g).tolist()
+        for i in order:
+            if count >= budget:
+                break
+            if count + len(units[i]) <= budget:
+                chosen.append(units[i])
+                count += len(units[i])
+        if not chosen and units:  # every word is longer than the budget: still mask one per sequence
+            chosen.append(units[order[0]])
+        return chosen
+
+    def _select_words(self, maskable: torch.Tensor, word_ids: list) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whole-word selection; the 80/10/10 draw is made once per word and copied to its tokens."""
+        g = self._rng()
+        budgets = _budget(maskable.sum(1), self.mlm_probability).tolist()
+        rows, cols, draws = [], [], []
+        for b, (row_ok, row_words) in enumerate(zip(maskable.tolist(), word_ids)):
+            units = _word_units(row_ok, row_words + [None] * (len(row_ok) - len(row_words)))
+            chosen = self._choose_units(units, budgets[b], g)
+            for unit, u in zip(chosen, torch.rand(len(chosen), generator=g).tolist()):
+                rows += [b] * len(unit)
+                cols += unit
+                draws += [u] * len(unit)
+        selected = torch.zeros_like(maskable)  # (B, T) bool
+        decision = torch.ones(maskable.shape)  # (B, T); 1.0 = keep, only read where selected
+        selected[rows, cols] = True
+        decision[rows, cols] = torch.tensor(draws, dtype=decision.dtype)
+        return selected, decision
+
+    # -- replacement
+    def _replace(self, input_ids, selected, decision) -> tuple[torch.Tensor, torch.Tensor]:
+        """80 % [MASK], 10 % a random token (drawn per position), 10 % unchanged. All (B, T)."""
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))  # (B, T)
+        p_mask, p_random = self.mask_replace_prob, self.mask_replace_prob + self.random_replace_prob
+        to_mask = selected & (decision < p_mask)  # (B, T)
+        to_random = selected & (decision >= p_mask) & (decision < p_random)  # (B, T)
+        inputs = input_ids.masked_fill(to_mask, self.tokenizer.mask_token_id)
+        picks = torch.randint(len(self.random_ids), (int(to_random.sum()),), generator=self._rng())  # (R,)
+        inputs[to_random] = self.random_ids[picks]
+        return inputs, labels
+
+
+# ----------------------------------------------------------------------------------------------- NSP
+class _Sentence(NamedTuple):
+    ids: list[int]
+    word_ids: list[int | None] | None
+
+
+def _encode_sentences(docs: list[list[str]], tokenizer, whole_word: str) -> list[list[_Sentence]]:
+    """Tokenize every sentence once (no special tokens), with word ids when whole-word masking will follow."""
+    flat = [s for doc in docs for s in doc]
+    enc = tokenizer(flat, add_special_tokens=False, return_offsets_mapping=whole_word == "chinese")
+    sentences = []
+    for i, ids in enumerate(enc["input_ids"]):
+        word_ids = None
+        if whole_word != "none":
+            tokens = tokenizer.convert_ids_to_tokens(ids)
+            word_ids = (wordpiece_word_ids(tokens) if whole_word == "wordpiece"
+                        else chinese_word_ids(flat[i], enc["offset_mapping"][i], tokens))
+        sentences.append(_Sentence(list(ids), word_ids))
+    it = iter(sentences)
+    return [[next(it) for _ in doc] for doc in docs]
+
+
+def _truncate_pair(a: list[list], b: list[list], budget: int) -> None:
+    """Drop tokens from the end of the longer side (B on ties, as Google does) until both fit, in place;
+    each side is [ids] or [ids, word_ids], trimmed together."""
+    while len(a[0]) + len(b[0]) > budget:
+        longer = a if len(a[0]) > len(b[0]) else b
+        for column in longer:
+            column.pop()
+
+
+def _pair_example(a: _Sentence, b: _Sentence, label: int, tokenizer, max_length: int) -> dict[str, Any]:
+    """[CLS] A [SEP] B [SEP] with token_type_ids 0 for A's part and 1 for B's part."""
+    with_words = a.word_ids is not None
+    side_a = [list(a.ids)] + ([list(a.word_ids)] if with_words else [])
+    side_b = [list(b.ids)] + ([list(b.word_ids)] if with_words else [])
+    _truncate_pair(side_a, side_b, max_length - 3)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    example = {
+        "input_ids": [cls] + side_a[0] + [sep] + side_b[0] + [sep],
+        "token_type_ids": [0] * (len(side_a[0]) + 2) + [1] * (len(side_b[0]) + 1),
+        "next_sentence_label": label,
+    }
+    if with_words:  # shift B's words past A's so word ids stay unique within the pair
+        shift = 1 + max((w for w in side_a[1] if w is not None), default=-1)
+        b_words = [None if w is None else w + shift for w in side_b[1]]
+        example["word_ids"] = [None] + side_a[1] + [None] + b_words + [None]
+    return example
+
+
+def _other_document(nonempty: list[int], current: int, rng: random.Random) -> int:
+    """A random non-empty document other than `current` (rejection sampling: at least two exist)."""
+    while True:
+        other = rng.choice(nonempty)
+        if other != current:
+            return other
+
+
+def make_nsp_examples(
+    documents: list[list[str]], tokenizer, max_length: int = 128, seed: int = 0, whole_word: WholeWord = "none"
+) -> list[dict[str, Any]]:
+    """Next-sentence-prediction pairs: each pair of consecutive sentences in a document, label 0 (IsNext); with
+    probability 1/2 the second sentence is swapped for a random sentence of another document, label 1 (NotNext).
+
+    Each example has `input_ids`, `token_type_ids`, `next_sentence_label` and, unless whole_word="none",
+    `word_ids` for `MaskingCollator(whole_word=...)`. The longer side is cut first to fit `max_length`.
+    """
+    if max_length < 5:
+        raise BertkitError(f"max_length must be at least 5 for [CLS] A [SEP] B [SEP], got {max_length}")
+    if whole_word not in WHOLE_WORD_MODES:
+        raise BertkitError(f"whole_word must be one of {', '.join(WHOLE_WORD_MODES)}; got {whole_word!r}")
+    docs = [[s for s in doc if s.strip()] for doc in documents]
+    nonempty = [d for d, doc in enumerate(docs) if doc]
+    if len(nonempty) < 2:
+        raise BertkitError("NSP needs at least two non-empty documents to draw NotNext sentences from")
+    encoded = _encode_sentences(docs, tokenizer, whole_word)
+    rng, examples = random.Random(seed), []
+    for d, doc in enumerate(encoded):
+        for i in range(len(doc) - 1):
+            if rng.random() < 0.5:
+                other = _other_document(nonempty, d, rng)
+                examples.append(_pair_example(doc[i], rng.choice(encoded[other]), 1, tokenizer, max_length))
+            else:
+                examples.append(_pair_example(doc[i], doc[i + 1], 0, tokenizer, max_length))
+    return examples
+
+
+__all__ = [
+    "MaskingCollator",
+    "NON_WORD_TOKENS",
+    "WHOLE_WORD_MODES",
+    "WholeWord",
+    "add_word_ids",
+    "chinese_word_ids",
+    "jieba_spans",
+    "make_nsp_examples",
+    "random_token_ids",
+    "wordpiece_word_ids",
+]
