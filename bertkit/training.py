@@ -1,0 +1,202 @@
+"""What every recipe does around `transformers.Trainer`: precision, TrainingArguments, the LLRD optimizer, resume,
+and the files a run leaves behind (metrics.json, training curve, resolved config, model card, summary table)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import torch
+import transformers
+from rich.console import Console
+from rich.table import Table
+
+from .config import config_to_dict, save_config
+from .errors import BertkitError
+from .optim import build_optimizer, lr_table
+
+logger = logging.getLogger("bertkit")
+console = Console(stderr=True)
+
+RUN_CONFIG_FILE = "bertkit_config.yaml"
+METRICS_FILE = "metrics.json"
+CURVE_FILE = "training_curve.png"
+
+
+# ------------------------------------------------------------------------------------------------------ precision
+
+
+def cpu_supports_bf16() -> bool:
+    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def resolve_precision(precision: str, cuda: bool | None = None) -> tuple[dict, str]:
+    """TrainingArguments flags for `precision` (auto | fp32 | fp16 | bf16), and a sentence saying what and why."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    cuda_bf16 = cuda and torch.cuda.is_bf16_supported()
+    if precision == "auto":
+        if cuda:
+            precision = "bf16" if cuda_bf16 else "fp16"
+            why = "CUDA GPU " + ("with bf16 support" if cuda_bf16 else "without bf16: fp16 with loss scaling")
+        elif cpu_supports_bf16():
+            precision, why = "bf16", "CPU with native bf16 matmul (AVX-512 BF16 / AMX)"
+        else:
+            precision, why = "fp32", "CPU without native bf16"
+    else:
+        why = "asked for"
+    return _precision_flags(precision, cuda, cuda_bf16), f"precision {precision} ({why})"
+
+
+def _precision_flags(precision: str, cuda: bool, cuda_bf16: bool) -> dict:
+    if precision == "fp32":
+        return {} if cuda else {"use_cpu": True}
+    if precision == "fp16":
+        if not cuda:
+            raise BertkitError("precision=fp16 needs a CUDA GPU — use precision=bf16 (CPU autocast) or fp32")
+        return {"fp16": True}
+    if precision == "bf16":
+        if cuda and not cuda_bf16:
+            raise BertkitError("this GPU has no bf16 support — use precision=fp16 or fp32")
+        return {"bf16": True} if cuda else {"bf16": True, "use_cpu": True}
+    raise BertkitError(f"precision must be auto, fp32, fp16 or bf16, got {precision!r}")
+
+
+# ---------------------------------------------------------------------------------------------- Trainer wiring
+
+
+def training_arguments(train: dict, output_dir: str, precision: str, seed: int, has_eval: bool,
+                       metric_for_best: str | None, greater_is_better: bool = True) -> transformers.TrainingArguments:
+    """TrainingArguments from the config's `train:` block, plus what the recipe decides: precision, seed,
+    evaluation and checkpoint each epoch with best-model selection when there is a dev split."""
+    flags, message = resolve_precision(precision)
+    console.print(f"[bold]bertkit[/]: {message}")
+    args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
+            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train, **flags}
+    if has_eval:
+        args.setdefault("eval_strategy", args["save_strategy"])
+        args.setdefault("load_best_model_at_end", True)
+        if metric_for_best:
+            args.setdefault("metric_for_best_model", metric_for_best)
+            args.setdefault("greater_is_better", greater_is_better)
+    return transformers.TrainingArguments(**args)
+
+
+def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: float, head_lr: float | None):
+    optimizer = build_optimizer(model, args, decay, head_lr)
+    table = Table(title="learning rates (layer-wise decay {:g})".format(decay), title_justify="left")
+    for column in ("group", "params", "lr", "weight decay"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    for name, count, lr, weight_decay in lr_table(optimizer.param_groups):
+        table.add_row(name, f"{count:,}", f"{lr:.3g}", f"{weight_decay:g}")
+    console.print(table)
+    return optimizer
+
+
+def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
+    """`resume=true` -> the last checkpoint in output_dir (error if none); a path -> that checkpoint."""
+    if resume in (False, None, "", "false"):
+        return None
+    if resume is True or resume == "true":
+        last = transformers.trainer_utils.get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+        if last is None:
+            raise BertkitError(f"resume=true but {output_dir} has no checkpoint-* directory — run without resume "
+                               "first, or give resume=<checkpoint path>")
+        return last
+    if not Path(resume).is_dir():
+        raise BertkitError(f"resume checkpoint {resume} does not exist — give a checkpoint-* directory or resume=true")
+    return str(resume)
+
+
+# ---------------------------------------------------------------------------------------------- run outputs
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=_jsonable) + "\n", encoding="utf-8")
+
+
+def _jsonable(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
+    return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
+                       command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
+
+
+def plot_training_curve(log_history: list[dict], path: Path, metric: str | None) -> Path | None:
+    """Training loss (and eval loss / the eval metric) against step, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(e["step"], e["loss"]) for e in log_history if "loss" in e and "step" in e]
+    evals = [e for e in log_history if "eval_loss" in e]
+    if not train and not evals:
+        return None
+    figure, loss_axis = plt.subplots(figsize=(7, 4))
+    if train:
+        loss_axis.plot(*zip(*train), label="train loss", color="tab:blue")
+    if evals:
+        loss_axis.plot([e["step"] for e in evals], [e["eval_loss"] for e in evals], "o-", label="dev loss",
+                       color="tab:orange")
+    loss_axis.set_xlabel("step")
+    loss_axis.set_ylabel("loss")
+    key = f"eval_{metric}" if metric else None
+    if key and any(key in e for e in evals):
+        metric_axis = loss_axis.twinx()
+        metric_axis.plot([e["step"] for e in evals if key in e], [e[key] for e in evals if key in e], "s--",
+                         color="tab:green", label=f"dev {metric}")
+        metric_axis.set_ylabel(f"dev {metric}")
+        metric_axis.legend(loc="upper right")
+    loss_axis.legend(loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def summary_table(title: str, rows: dict) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    for name, value in rows.items():
+        shown = f"{value:.4f}" if isinstance(value, float) and not math.isnan(value) else str(value)
+        table.add_row(name, shown)
+    console.print(table)
+
+
+def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
+               extra_files: dict | None = None) -> Path:
+    """Save model + tokenizer, metrics.json, the curve, the resolved config and the model card."""
+    output_dir = Path(trainer.args.output_dir)
+    trainer.save_model(str(output_dir))
+    write_json(output_dir / METRICS_FILE, metrics)
+    for name, content in (extra_files or {}).items():
+        target = output_dir / name
+        target.write_text(content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False),
+                          encoding="utf-8")
+    plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+    save_run_config(cfg, str(output_dir), recipe)
+    _write_model_card(output_dir)
+    return output_dir
+
+
+def _write_model_card(output_dir: Path) -> None:
+    from .model_card import render_model_card
+
+    try:
+        (output_dir / "README.md").write_text(render_model_card(output_dir), encoding="utf-8")
+    except BertkitError as error:  # the model is saved; a card problem must not lose the run
+        logger.warning("model card not written: %s", error)
+
+
+__all__ = [
+    "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint", "write_json",
+    "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
+    "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
+]

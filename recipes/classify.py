@@ -1,0 +1,195 @@
+"""Fine-tune a BERT for sentence or sentence-pair classification: single-label, multi-label or regression.
+
+    bertkit run classify data.train=data/en_sentiment/train.csv data.eval=data/en_sentiment/dev.csv
+    bertkit run classify -c recipes/configs/classify/zh_sentiment.yaml train.learning_rate=3.0e-5 llrd=0.9
+
+Columns and the label kind are detected from the files (override with data.text_column=..., data.label_kind=...).
+The label map comes from the training split and is saved in the model config; with a dev split the run evaluates
+every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import transformers
+
+from bertkit import BertkitConfig, BertkitForSequenceClassification
+from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, probabilities, score,
+                                    tokenize_function)
+from bertkit.data import LabelSpace, load_split
+from bertkit.errors import BertkitError
+from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
+from bertkit.training import (console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
+                              training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file (csv, tsv, json, jsonl, parquet, txt) or a Hub dataset name."""
+    eval: str | None = None
+    """Dev file: evaluated each epoch, picks the best checkpoint, tunes the multi-label threshold."""
+    text_column: str | None = None
+    """Column holding the text (auto-detected: text, sentence, premise, 文本, ...)."""
+    text_pair_column: str | None = None
+    """Column holding the second segment of a sentence pair (auto-detected: text_pair, sentence2, hypothesis, ...)."""
+    label_column: str | None = None
+    """Column holding the label (auto-detected: label, labels, score, 标签, ...)."""
+    label_kind: Literal["auto", "single", "multi", "regression"] = "auto"
+    """single-label, multi-label (list or delimited labels) or regression; auto decides from the training labels."""
+    label_delimiter: str = ";"
+    """Separator of several labels in one string cell (multi-label)."""
+    max_length: int = 128
+    """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
+
+
+@dataclass
+class LoraOptions:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    r: int = 8
+    """LoRA rank."""
+    alpha: int = 16
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.1
+    """Dropout on the LoRA branch."""
+    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+    """Linear layers that get adapters."""
+    merge: bool = True
+    """Save the merged model (loads anywhere); false saves the adapter alone."""
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    output_dir: str = "runs/classify"
+    """Where checkpoints, the final model, metrics and plots go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    pooling: Literal["cls", "mean"] = "cls"
+    """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
+    head_lr: float | None = None
+    """Learning rate of the new classifier head (default: train.learning_rate)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs data.eval)."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout."""
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-model)."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
+
+
+def load_data(cfg: Config, tokenizer):
+    """Training and dev splits, tokenized, with labels encoded by the training split's label space."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (csv, tsv, json, jsonl, parquet)")
+    overrides = {"text_column": cfg.data.text_column, "text_pair_column": cfg.data.text_pair_column,
+                 "label_column": cfg.data.label_column}
+    train, columns, labels = load_split(cfg.data.train, overrides, None, require_label=True,
+                                        label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
+    dev = load_split(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    tokenize = tokenize_function(tokenizer, columns, cfg.data.max_length)
+    splits = [split.map(tokenize, batched=True, remove_columns=split.column_names, desc=f"tokenizing {name}")
+              if split is not None else None for name, split in (("train", train), ("dev", dev))]
+    console.print(f"[bold]bertkit[/]: {len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
+                  f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
+                  f"{', '.join(labels.names) if labels.names else 'regression'}")
+    return splits[0], splits[1], labels
+
+
+def build_model(cfg: Config, model_path: str, labels: LabelSpace):
+    config = BertkitConfig.from_pretrained(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
+    if cfg.data.max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
+    model = BertkitForSequenceClassification.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    if cfg.lora.enabled:
+        model = add_lora(model, cfg.lora)
+    return model
+
+
+def add_lora(model, options: LoraOptions):
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(task_type="SEQ_CLS", r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
+                      target_modules=list(options.target_modules))
+    model = get_peft_model(model, lora)
+    trainable, total = model.get_nb_trainable_parameters()
+    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)}: "
+                  f"{trainable:,} of {total:,} parameters train")
+    return model
+
+
+def final_evaluation(trainer, dev, labels: LabelSpace):
+    """Dev metrics of the final model; for multi-label, the threshold that maximises micro-F1 on dev first."""
+    output = trainer.predict(dev, metric_key_prefix="eval")
+    probs = probabilities(output.predictions, labels.kind)
+    threshold = DEFAULT_THRESHOLD
+    if labels.kind == "multi":
+        threshold = best_threshold(probs, np.asarray(output.label_ids).astype(int))
+    metrics = score(probs, output.label_ids, labels, threshold)
+    files = {}
+    if labels.kind == "single":
+        predicted = probs.argmax(-1)
+        files["classification_report.txt"] = classification_report_text(output.label_ids, predicted, labels.names)
+        files["confusion_matrix.json"] = confusion_matrix_table(output.label_ids, predicted, labels.names)
+    return metrics, threshold, files
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    train, dev, labels = load_data(cfg, tokenizer)
+    model = build_model(cfg, model_path, labels)
+    selection = SELECTION_METRIC[labels.kind]
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, selection)
+    callbacks = []
+    if cfg.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
+        data_collator=transformers.DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_metrics_fn(labels), callbacks=callbacks,
+        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+
+    metrics, threshold, files = final_evaluation(trainer, dev, labels) if dev is not None else ({}, None, {})
+    if cfg.lora.enabled and cfg.lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
+    if labels.kind == "multi":
+        labels.threshold = final_model.config.multi_label_threshold = threshold
+    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
+               "threshold": threshold, "selection_metric": selection,
+               "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "classify", results, selection, files)
+    summary_table(f"classify: {labels.kind} labels, dev metrics", {
+        **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
+        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+    if cfg.push:
+        from bertkit.hub import push_model
+
+        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+    return results

@@ -1,0 +1,92 @@
+"""Layer-wise LR decay groups carry the exact per-layer learning rate; precision picks and refuses as documented."""
+
+import pytest
+import torch
+import transformers
+from helpers import tiny_config_kwargs
+
+import bertkit
+from bertkit.errors import BertkitError
+from bertkit.optim import build_optimizer, llrd_param_groups, lr_table
+from bertkit.training import resolve_precision
+
+
+def tiny_classifier(layers=3):
+    return bertkit.BertkitForSequenceClassification(bertkit.BertkitConfig(**tiny_config_kwargs(num_hidden_layers=layers)))
+
+
+def test_llrd_learning_rates_are_exact():
+    model = tiny_classifier(layers=3)
+    groups = llrd_param_groups(model, base_lr=1e-3, decay=0.5, head_lr=5e-3, weight_decay=0.01)
+    lr = {g["name"]: g["lr"] for g in groups}
+    assert lr["layer 2"] == pytest.approx(1e-3)  # top layer: base
+    assert lr["layer 1"] == pytest.approx(5e-4)
+    assert lr["layer 0"] == pytest.approx(2.5e-4)
+    assert lr["embeddings"] == pytest.approx(1.25e-4)  # base * decay ** num_layers
+    assert lr["pooler"] == pytest.approx(1e-3)
+    assert lr["head"] == pytest.approx(5e-3)
+    assert lr["layer 0 (no decay)"] == lr["layer 0"]  # same layer, same rate, only weight decay differs
+
+
+def test_every_trainable_parameter_in_exactly_one_group_and_no_decay_on_bias_and_layernorm():
+    model = tiny_classifier()
+    groups = llrd_param_groups(model, 1e-3, decay=0.8, weight_decay=0.01)
+    grouped = [id(p) for g in groups for p in g["params"]]
+    assert sorted(grouped) == sorted(id(p) for p in model.parameters())
+    names = {id(p): n for n, p in model.named_parameters()}
+    for group in groups:
+        for parameter in group["params"]:
+            no_decay = names[id(parameter)].endswith(("bias", "LayerNorm.weight"))
+            assert group["weight_decay"] == (0.0 if no_decay else 0.01), names[id(parameter)]
+
+
+def test_parameter_of_layer_10_is_not_mistaken_for_layer_1():
+    model = tiny_classifier(layers=11)
+    groups = llrd_param_groups(model, 1.0, decay=0.5)
+    layer10 = next(g for g in groups if g["name"] == "layer 10")
+    assert layer10["lr"] == 1.0
+    assert next(g for g in groups if g["name"] == "layer 1")["lr"] == pytest.approx(0.5**9)
+
+
+def test_frozen_parameters_are_left_out():
+    model = tiny_classifier()
+    for parameter in model.bert.embeddings.parameters():
+        parameter.requires_grad = False
+    assert not any(g["name"].startswith("embeddings") for g in llrd_param_groups(model, 1e-3, 0.9))
+
+
+def test_optimizer_steps_with_group_rates(tmp_path):
+    model = tiny_classifier()
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, weight_decay=0.0,
+                                          report_to="none", use_cpu=True)
+    optimizer = build_optimizer(model, args, decay=0.5)
+    rows = lr_table(optimizer.param_groups)
+    assert sum(count for _, count, _, _ in rows) == sum(p.numel() for p in model.parameters())
+    assert {round(lr, 10) for _, _, lr, _ in rows} == {1e-3, 5e-4, 2.5e-4, 1.25e-4}
+
+
+def test_bad_decay_is_rejected():
+    with pytest.raises(ValueError, match="decay"):
+        llrd_param_groups(tiny_classifier(), 1e-3, decay=1.5)
+
+
+def test_precision_choices():
+    assert resolve_precision("fp32", cuda=False)[0] == {"use_cpu": True}
+    assert resolve_precision("bf16", cuda=False)[0] == {"bf16": True, "use_cpu": True}
+    flags, message = resolve_precision("auto", cuda=False)
+    assert ("bf16" in flags) == torch.cpu._is_avx512_bf16_supported()
+    assert message.startswith("precision ")
+    with pytest.raises(BertkitError, match="fp16 needs a CUDA GPU"):
+        resolve_precision("fp16", cuda=False)
+
+
+def test_bf16_flags_make_valid_training_arguments_on_cpu(tmp_path):
+    flags, _ = resolve_precision("bf16", cuda=False)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", **flags)
+    assert args.bf16 and args.use_cpu
+
+
+@pytest.mark.gpu
+def test_auto_precision_on_cuda_is_half_precision():
+    flags, _ = resolve_precision("auto")
+    assert flags.get("bf16") or flags.get("fp16")
