@@ -177,6 +177,33 @@ def evaluate(
         typer.echo(f"saved metrics to {output}")
 
 
+@app.command("inspect")
+@user_errors
+def inspect_command(
+    train_file: str = typer.Argument(..., help="The file to look at (usually the training split)."),
+    dev: Optional[str] = typer.Option(None, "--dev", help="A dev file: checked for overlap with the first file."),
+    model: str = typer.Option("all-MiniLM-L6-v2", "--model", "-m", help="Whose tokenizer counts the tokens."),
+    max_length: int = typer.Option(128, "--max-length", help="The max_length you plan to train with."),
+):
+    """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
+    from .inspection import inspect_data
+    from .training import summary_table
+
+    report = inspect_data(train_file, dev, model, max_length)
+    summary_table(f"{train_file}: {report['rows']} rows", {
+        **{f"column {k}": v for k, v in report["columns"].items() if v},
+        "label kind": report["label_kind"], **{f"label {k}": v for k, v in report["labels"].items()}})
+    tokens = report["tokens"]
+    summary_table(f"length in tokens ({model})", {
+        **{k: v for k, v in tokens.items() if isinstance(v, int)},
+        f"share over {max_length}": f"{tokens['over_max_length']:.1%}",
+        "tokens kept by truncation": f"{tokens['tokens_kept_by_truncation']:.1%}",
+        "[UNK] rate": f"{report['unknown_token_rate']:.2%}"})
+    quality = report["quality"]
+    summary_table("quality", {**{f"train {k}": v for k, v in quality["train"].items() if not isinstance(v, list)},
+                              "train/dev overlap": quality["train_dev_overlap"]})
+
+
 @app.command()
 @user_errors
 def push(

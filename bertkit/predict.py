@@ -111,7 +111,7 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
         task = progress.add_task("evaluating", total=len(dataset))
         probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress, task)
                                 for texts, pairs in _chunks(dataset, columns)])
-    metrics = score(probs, dataset["labels"], classifier.labels, classifier.labels.threshold)
+    metrics = score(probs, list(dataset["labels"]), classifier.labels, classifier.labels.threshold)
     if output_path:
         write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset), **metrics})
     return metrics
