@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import shutil
 import sys
@@ -143,6 +144,28 @@ def _yaml(data) -> str:
 
 # ---------------------------------------------------------------------------------------------------- models
 
+# Which module predicts / evaluates a fine-tuned model, by the suffix of its saved architecture. Each module has
+# predict_file(model_dir, input_file, output, batch_size) -> count and evaluate_file(...) -> metrics.
+TASK_MODULES = {
+    "ForSequenceClassification": "bertkit.predict",
+    "ForTokenClassification": "bertkit.ner",
+    "ForQuestionAnswering": "bertkit.qa",
+    "ForMultipleChoice": "bertkit.choice",
+}
+
+
+def task_module(model_dir: str):
+    from .checkpoints import model_task
+
+    if not Path(model_dir).is_dir():
+        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
+    architecture = model_task(model_dir)
+    for suffix, module_name in TASK_MODULES.items():
+        if architecture and architecture.endswith(suffix):
+            return importlib.import_module(module_name)
+    raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
+                       f"predict/evaluate cannot use — give a model fine-tuned by classify, ner, qa or choice")
+
 
 @app.command()
 @user_errors
@@ -152,10 +175,9 @@ def predict(
     output: str = typer.Option("predictions.jsonl", "--output", "-o", help="Output .jsonl or .csv."),
     batch_size: int = typer.Option(64, help="Rows per batch (batches also respect a token budget)."),
 ):
-    """Predict labels for every row of a file, in input order, with scores and all probabilities."""
-    from .predict import predict_file
-
-    count = predict_file(model_dir, input_file, output, batch_size)
+    """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
+    spans (ner), answers (qa) or the chosen option (choice) — the model directory says which."""
+    count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
     typer.echo(f"wrote {count} predictions to {output}")
 
 
@@ -168,10 +190,9 @@ def evaluate(
     batch_size: int = typer.Option(64, help="Rows per batch."),
 ):
     """Compute metrics of a fine-tuned model on a labelled file."""
-    from .predict import evaluate_file
     from .training import summary_table
 
-    metrics = evaluate_file(model_dir, input_file, output, batch_size)
+    metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
     summary_table(f"{input_file}", metrics)
     if output:
         typer.echo(f"saved metrics to {output}")

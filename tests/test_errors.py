@@ -109,13 +109,25 @@ def test_string_learning_rate_is_a_float_not_a_silent_string(tiny_model_dir, goo
     assert_one_line_error(result, "train.learning_rate")
 
 
-def test_checkpoint_fine_tuned_for_another_task(tmp_path, good):
-    model_dir = tmp_path / "ner-model"
+def _save_stock(model_class, path):
     config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=16)
-    transformers.BertForTokenClassification(config).save_pretrained(model_dir)
-    result = runner.invoke(app, ["predict", str(model_dir), good])
-    assert_one_line_error(result, "BertForTokenClassification")
+    model_class(config).save_pretrained(path)
+    return str(path)
+
+
+def test_checkpoint_that_no_task_can_predict_with(tmp_path, good):
+    model_dir = _save_stock(transformers.BertForMaskedLM, tmp_path / "mlm-model")
+    assert_one_line_error(runner.invoke(app, ["predict", model_dir, good]), "BertForMaskedLM")
+
+
+def test_classifier_loader_refuses_a_checkpoint_of_another_task(tmp_path):
+    from bertkit.errors import BertkitError
+    from bertkit.predict import load_classifier
+
+    model_dir = _save_stock(transformers.BertForTokenClassification, tmp_path / "ner-model")
+    with pytest.raises(BertkitError, match="BertForTokenClassification"):
+        load_classifier(model_dir)
 
 
 def test_predict_on_missing_model_dir(tmp_path, good):
