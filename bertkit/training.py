@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -61,6 +62,38 @@ def _precision_flags(precision: str, cuda: bool, cuda_bf16: bool) -> dict:
             raise BertkitError("this GPU has no bf16 support — use precision=fp16 or fp32")
         return {"bf16": True} if cuda else {"bf16": True, "use_cpu": True}
     raise BertkitError(f"precision must be auto, fp32, fp16 or bf16, got {precision!r}")
+
+
+# ---------------------------------------------------------------------------------------------- LoRA
+
+
+@dataclass
+class LoraOptions:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    r: int = 8
+    """LoRA rank."""
+    alpha: int = 16
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.1
+    """Dropout on the LoRA branch."""
+    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+    """Linear layers that get adapters."""
+    merge: bool = True
+    """Save the merged model (loads anywhere); false saves the adapter alone."""
+
+
+def add_lora(model, options: LoraOptions, task_type: str):
+    """Wrap the model with LoRA adapters (peft); the task head stays fully trainable."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
+                      target_modules=list(options.target_modules))
+    model = get_peft_model(model, lora)
+    trainable, total = model.get_nb_trainable_parameters()
+    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)}: "
+                  f"{trainable:,} of {total:,} parameters train")
+    return model
 
 
 # ---------------------------------------------------------------------------------------------- Trainer wiring
@@ -196,7 +229,7 @@ def _write_model_card(output_dir: Path) -> None:
 
 
 __all__ = [
-    "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint", "write_json",
-    "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
+    "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint",
+    "write_json", "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]

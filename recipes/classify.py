@@ -24,8 +24,8 @@ from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute
 from bertkit.data import LabelSpace, load_split
 from bertkit.errors import BertkitError
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
-from bertkit.training import (console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
-                              training_arguments)
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
+                              summary_table, training_arguments)
 
 
 @dataclass
@@ -46,22 +46,6 @@ class DataConfig:
     """Separator of several labels in one string cell (multi-label)."""
     max_length: int = 128
     """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
-
-
-@dataclass
-class LoraOptions:
-    enabled: bool = False
-    """Train LoRA adapters (peft) instead of all weights."""
-    r: int = 8
-    """LoRA rank."""
-    alpha: int = 16
-    """LoRA scaling numerator (scale = alpha / r)."""
-    dropout: float = 0.1
-    """Dropout on the LoRA branch."""
-    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
-    """Linear layers that get adapters."""
-    merge: bool = True
-    """Save the merged model (loads anywhere); false saves the adapter alone."""
 
 
 @dataclass
@@ -124,19 +108,7 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
                            f"{config.max_position_embeddings}")
     model = BertkitForSequenceClassification.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
-        model = add_lora(model, cfg.lora)
-    return model
-
-
-def add_lora(model, options: LoraOptions):
-    from peft import LoraConfig, get_peft_model
-
-    lora = LoraConfig(task_type="SEQ_CLS", r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
-                      target_modules=list(options.target_modules))
-    model = get_peft_model(model, lora)
-    trainable, total = model.get_nb_trainable_parameters()
-    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)}: "
-                  f"{trainable:,} of {total:,} parameters train")
+        model = add_lora(model, cfg.lora, task_type="SEQ_CLS")
     return model
 
 
