@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,16 @@ console = Console(stderr=True)
 RUN_CONFIG_FILE = "bertkit_config.yaml"
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
+
+
+def is_main_process() -> bool:
+    """True in a single-process run and in rank 0 of a torchrun / accelerate launch: the one that writes and prints."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def say(message: str) -> None:
+    if is_main_process():
+        console.print(f"[bold]bertkit[/]: {message}")
 
 
 # ------------------------------------------------------------------------------------------------------ precision
@@ -91,8 +102,8 @@ def add_lora(model, options: LoraOptions, task_type: str):
                       target_modules=list(options.target_modules))
     model = get_peft_model(model, lora)
     trainable, total = model.get_nb_trainable_parameters()
-    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)}: "
-                  f"{trainable:,} of {total:,} parameters train")
+    say(f"LoRA r={options.r} on {', '.join(options.target_modules)}: "
+        f"{trainable:,} of {total:,} parameters train")
     return model
 
 
@@ -104,7 +115,7 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     """TrainingArguments from the config's `train:` block, plus what the recipe decides: precision, seed,
     evaluation and checkpoint each epoch with best-model selection when there is a dev split."""
     flags, message = resolve_precision(precision)
-    console.print(f"[bold]bertkit[/]: {message}")
+    say(message)
     args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
             "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train, **flags}
     if has_eval:
@@ -123,7 +134,8 @@ def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: floa
         table.add_column(column, justify="left" if column == "group" else "right")
     for name, count, lr, weight_decay in lr_table(optimizer.param_groups):
         table.add_row(name, f"{count:,}", f"{lr:.3g}", f"{weight_decay:g}")
-    console.print(table)
+    if is_main_process():
+        console.print(table)
     return optimizer
 
 
@@ -194,6 +206,8 @@ def plot_training_curve(log_history: list[dict], path: Path, metric: str | None)
 
 
 def summary_table(title: str, rows: dict) -> None:
+    if not is_main_process():
+        return
     table = Table(title=title, title_justify="left")
     table.add_column("")
     table.add_column("value", justify="right")
@@ -207,7 +221,9 @@ def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, m
                extra_files: dict | None = None) -> Path:
     """Save model + tokenizer, metrics.json, the curve, the resolved config and the model card."""
     output_dir = Path(trainer.args.output_dir)
-    trainer.save_model(str(output_dir))
+    trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
+    if not trainer.is_world_process_zero():
+        return output_dir
     write_json(output_dir / METRICS_FILE, metrics)
     for name, content in (extra_files or {}).items():
         target = output_dir / name
@@ -229,7 +245,7 @@ def _write_model_card(output_dir: Path) -> None:
 
 
 __all__ = [
-    "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint",
+    "is_main_process", "say", "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint",
     "write_json", "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]
