@@ -1,0 +1,224 @@
+"""Continue BERT's masked-LM pretraining on domain text (or pretrain from scratch), with held-out perplexity.
+
+    bertkit run mlm data.train=data/corpus/en_medical.txt
+    bertkit run mlm -c recipes/configs/mlm/en_medical.yaml vocab.extend=true
+    bertkit run mlm model=scratch:tiny data.train=data/corpus/en_medical.txt vocab.size=8000
+
+Corpus: a .txt file (one paragraph per line, blank lines between documents) or csv/tsv/json/jsonl/parquet with a
+text column. Masking is BERT's (15 %, 80/10/10), whole-word by default (rjieba words for a Chinese corpus). The
+perplexity of a held-out slice, masked once with a fixed seed, is measured before and after training. The output
+directory is a valid model= for every fine-tuning recipe (the MLM head is dropped there, the encoder kept).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import datasets
+import transformers
+
+from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.errors import BertkitError
+from bertkit.masking import MaskingCollator
+from bertkit.pretraining import (MaskedEvalTrainer, PretrainingCollator, count_words, extend_vocabulary,
+                                 find_new_tokens, group_examples, line_examples, load_mlm_model, mask_once,
+                                 masked_perplexity, nsp_examples, read_documents, resolve_whole_word, scratch_config,
+                                 scratch_size, split_documents, train_wordpiece, write_vocab_txt)
+from bertkit.training import (console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
+                              training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Corpus: .txt (paragraph per line, blank line between documents), or csv/tsv/json/jsonl/parquet/Hub dataset."""
+    eval: str | None = None
+    """Held-out file for perplexity (default: data.eval_fraction of the corpus's documents)."""
+    eval_fraction: float = 0.05
+    """Share of the corpus's documents held out for perplexity when there is no data.eval."""
+    text_column: str | None = None
+    """Column holding the text of a table corpus (auto-detected: text, content, document, 文本, ...)."""
+    mode: Literal["line", "group"] = "group"
+    """line: an example per paragraph (long ones windowed); group: all text concatenated, cut into max_length blocks."""
+    max_length: int = 128
+    """Tokens per example, [CLS] and [SEP] included."""
+
+
+@dataclass
+class MaskingConfig:
+    probability: float = 0.15
+    """Share of tokens selected for prediction."""
+    mask_replace_prob: float = 0.8
+    """Of the selected tokens: share replaced by [MASK]."""
+    random_replace_prob: float = 0.1
+    """Of the selected tokens: share replaced by a random token (the rest stay unchanged)."""
+    whole_word: Literal["auto", "none", "wordpiece", "chinese"] = "auto"
+    """Mask whole words: wordpiece (## pieces), chinese (rjieba words), none; auto = chinese for a mostly-CJK corpus."""
+
+
+@dataclass
+class VocabConfig:
+    extend: bool = False
+    """Add frequent domain words that the tokenizer splits into many pieces (or maps to [UNK]) as new tokens."""
+    max_new_tokens: int = 500
+    """At most this many new tokens (those saving the most tokens over the corpus first)."""
+    min_frequency: int = 10
+    """A new token's word must occur at least this often in the training corpus."""
+    min_pieces: int = 3
+    """A word qualifies when the tokenizer splits it into at least this many pieces (or maps it to [UNK])."""
+    size: int = 8000
+    """model=scratch:*: size of the WordPiece vocabulary trained on the corpus."""
+    lowercase: bool = True
+    """model=scratch:*: lower-case (uncased) vocabulary."""
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    """Checkpoint to continue (directory, Hub id, all-MiniLM-L6-v2), or scratch:tiny|mini|small|base."""
+    output_dir: str = "runs/mlm"
+    """Where checkpoints, the final model + tokenizer, metrics and plots go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    nsp: bool = False
+    """Also train next-sentence prediction (sentence pairs from consecutive sentences of a document)."""
+    eval_seed: int = 1234
+    """Seed of the held-out masks: the same seed masks the same positions before and after training."""
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off)."""
+    head_lr: float | None = None
+    """Learning rate of the MLM/NSP head (default: train.learning_rate); a new head likes a higher one."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without a lower held-out loss."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    seed: int = 42
+    """Seed for initialisation, shuffling, masking and dropout."""
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-model)."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+def load_corpus(cfg: Config) -> tuple[list, list]:
+    if not cfg.data.train:
+        raise BertkitError("no corpus — set data.train=<file> (.txt with one paragraph per line, or a table)")
+    documents = read_documents(cfg.data.train, cfg.data.text_column)
+    if cfg.data.eval:
+        return documents, read_documents(cfg.data.eval, cfg.data.text_column)
+    return split_documents(documents, cfg.data.eval_fraction, cfg.seed)
+
+
+def build_model(cfg: Config, texts: list[str]) -> tuple:
+    """(model, tokenizer, notes): a scratch model with a corpus-trained vocabulary, or a checkpoint with an MLM
+    head (a new one if it had none) and, with vocab.extend, the domain words added."""
+    size = scratch_size(cfg.model)
+    if size:
+        if cfg.vocab.extend:
+            raise BertkitError("vocab.extend adds words to a pretrained vocabulary; a scratch model's vocabulary is "
+                               "trained on the corpus — set vocab.size instead")
+        resumed = resume_checkpoint(cfg.resume, cfg.output_dir)  # tokenizer training is not deterministic: reuse it
+        tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts, cfg.vocab.size, cfg.vocab.lowercase)
+        config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
+        model_class = transformers.AutoModelForPreTraining if cfg.nsp else transformers.AutoModelForMaskedLM
+        console.print(f"[bold]bertkit[/]: from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
+                      f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
+        return model_class.from_config(config), tokenizer, {"mlm_head": "new", "scratch": size}
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    model, notes = load_mlm_model(model_path, nsp=cfg.nsp)
+    if notes["mlm_head"] == "new":
+        console.print(f"[bold yellow]bertkit[/]: {cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
+                      "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
+                      "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
+    if cfg.nsp and notes["new_nsp_keys"]:
+        console.print("[bold]bertkit[/]: the checkpoint has no NSP head: a new one is initialised")
+    if cfg.data.max_length > model.config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
+                           f"{model.config.max_position_embeddings} positions — set data.max_length<="
+                           f"{model.config.max_position_embeddings}")
+    if cfg.vocab.extend:
+        new = find_new_tokens(count_words(texts, tokenizer), tokenizer, cfg.vocab.max_new_tokens,
+                              cfg.vocab.min_frequency, cfg.vocab.min_pieces)
+        extend_vocabulary(model, tokenizer, new)
+        notes["new_tokens"] = [token.word for token in new]
+        shown = ", ".join(f"{t.word} ({len(t.pieces)} pieces, x{t.count})" for t in new[:8])
+        console.print(f"[bold]bertkit[/]: vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
+                      f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
+    return model, tokenizer, notes
+
+
+def build_examples(cfg: Config, documents: list, tokenizer, whole_word: str, seed: int) -> list[dict]:
+    """Training or held-out examples: NSP sentence pairs, or line / group blocks of the documents' paragraphs."""
+    if cfg.nsp:
+        return nsp_examples(documents, tokenizer, cfg.data.max_length, seed, whole_word)
+    texts = [paragraph for doc in documents for paragraph in doc]
+    build = line_examples if cfg.data.mode == "line" else group_examples
+    columns = build(texts, tokenizer, cfg.data.max_length, whole_word)
+    return [dict(zip(columns, row)) for row in zip(*columns.values())]
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    train_docs, eval_docs = load_corpus(cfg)
+    texts = [paragraph for doc in train_docs for paragraph in doc]
+    whole_word = resolve_whole_word(cfg.masking.whole_word, texts)
+    model, tokenizer, notes = build_model(cfg, texts)
+    train_examples = build_examples(cfg, train_docs, tokenizer, whole_word, cfg.seed)
+    eval_examples = build_examples(cfg, eval_docs, tokenizer, whole_word, cfg.eval_seed)
+    console.print(f"[bold]bertkit[/]: {len(train_examples)} train / {len(eval_examples)} held-out examples "
+                  f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
+                  f"whole-word masking: {whole_word}")
+
+    masking = {"mlm_probability": cfg.masking.probability, "mask_replace_prob": cfg.masking.mask_replace_prob,
+               "random_replace_prob": cfg.masking.random_replace_prob, "whole_word": whole_word}
+    held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
+    train_args = {"prediction_loss_only": True, **cfg.train, "remove_unused_columns": False}  # keep word_ids
+    args = training_arguments(train_args, cfg.output_dir, cfg.precision, cfg.seed, True, "loss",
+                              greater_is_better=False)
+    model.to(args.device)
+    before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
+    console.print(f"[bold]bertkit[/]: held-out perplexity before training: {before['perplexity']:.2f} "
+                  f"({before['masked_tokens']} masked tokens)")
+    callbacks = []
+    if cfg.early_stopping_patience:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = MaskedEvalTrainer(
+        model=model, args=args, train_dataset=datasets.Dataset.from_list(train_examples),
+        eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
+        data_collator=PretrainingCollator(MaskingCollator(tokenizer, **masking)), callbacks=callbacks,
+        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+    after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
+
+    results = {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
+                        "perplexity_before": before["perplexity"],
+                        **({"nsp_accuracy": after["nsp_accuracy"]} if "nsp_accuracy" in after else {})},
+               "before": before, "after": after, "held_out_examples": len(held_out),
+               "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
+               "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
+               "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "mlm", results, None)
+    if notes.get("scratch"):
+        write_vocab_txt(tokenizer, Path(output_dir) / "vocab.txt")
+    summary_table("mlm: held-out perplexity (fixed masks)", {
+        "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
+        "masked tokens": after["masked_tokens"], **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
+        "MLM head": notes["mlm_head"], "new tokens": len(results["new_tokens"]), "whole-word masking": whole_word,
+        "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"],
+        "saved to": str(output_dir)})
+    if cfg.push:
+        from bertkit.hub import push_model
+
+        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+    return results

@@ -1,0 +1,351 @@
+"""The mlm recipe and bertkit.pretraining: held-out perplexity with fixed masks, vocabulary extension, a fresh
+tied MLM head for MiniLM, from-scratch tokenizer + model, and chaining the output into classify.
+
+Masking statistics live in test_masking.py; exact gradient accumulation of the MLM heads in test_training.py.
+"""
+
+import collections
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+import bertkit
+from bertkit.cli import app, load_recipe
+from bertkit.config import load_config
+from bertkit.errors import BertkitError
+from bertkit.masking import MaskingCollator
+from bertkit.pretraining import (NewToken, count_words, decoder_is_tied, documents_from_lines, extend_vocabulary,
+                                 find_new_tokens, group_examples, line_examples, load_mlm_model, mask_once,
+                                 masked_perplexity, read_documents, resolve_whole_word, split_documents,
+                                 train_wordpiece)
+from bertkit.tokenization import chinese_bert_tokenizer, read_vocab
+
+ROOT = Path(__file__).resolve().parent.parent
+EN_CORPUS = str(ROOT / "data" / "corpus" / "en_medical.txt")
+ZH_CORPUS = str(ROOT / "data" / "corpus" / "zh_legal.txt")
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny matmuls on a shared 2-core machine run ~10x faster on one OpenMP thread than on two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def en(minilm_dir):
+    return transformers.AutoTokenizer.from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    """The first 30 documents of the English sample corpus (runs that only need some text)."""
+    lines = Path(EN_CORPUS).read_text(encoding="utf-8").split("\n")
+    docs = documents_from_lines(lines)[:30]
+    path = tmp_path_factory.mktemp("corpus") / "small.txt"
+    path.write_text("\n\n".join("\n".join(doc) for doc in docs) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def run_mlm(overrides: list[str]) -> dict:
+    module = load_recipe("mlm")
+    return module.main(load_config(module.Config, None, overrides))
+
+
+def tiny_overrides(model, corpus, out, *extra):
+    return [f"model={model}", f"data.train={corpus}", f"output_dir={out}", "precision=fp32", "data.max_length=64",
+            "train.per_device_train_batch_size=16", "train.logging_steps=5", "train.learning_rate=1.0e-3", *extra]
+
+
+def tiny_mlm(vocab_size=30522, **kwargs):
+    torch.manual_seed(0)
+    config = bertkit.BertkitConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=37, max_position_embeddings=64, **kwargs)
+    return bertkit.BertkitForMaskedLM(config).eval()
+
+
+# ----------------------------------------------------------------------------------------------- perplexity
+
+
+def test_short_run_lowers_held_out_perplexity_and_masks_are_fixed(tiny_model_dir, tmp_path):
+    trained = run_mlm(tiny_overrides(tiny_model_dir, EN_CORPUS, tmp_path / "trained", "train.max_steps=20",
+                                     "train.learning_rate=5.0e-3"))
+    before, after = trained["eval"]["perplexity_before"], trained["eval"]["perplexity"]
+    assert after < 0.5 * before, (before, after)
+    assert trained["after"]["masked_tokens"] > 100
+    saved = json.loads((tmp_path / "trained" / "metrics.json").read_text())
+    assert saved["eval"]["perplexity"] == pytest.approx(after) and saved["before"]["perplexity"] == before
+    # Control: nothing learns at learning rate 0, so after == before exactly — the same masked positions, the same
+    # replacements — and the "before" of a second run equals the first run's (the eval seed fixes the masks).
+    frozen = run_mlm(tiny_overrides(tiny_model_dir, EN_CORPUS, tmp_path / "frozen", "train.max_steps=2",
+                                    "train.learning_rate=0.0"))
+    assert frozen["eval"]["perplexity_before"] == before
+    assert frozen["eval"]["perplexity"] == pytest.approx(before, rel=1e-6)
+
+
+def test_masked_perplexity_weights_tokens_not_batches():
+    model = tiny_mlm(vocab_size=50)
+    masked = [{"input_ids": [2, 5, 4, 9, 3], "labels": [-100, 7, 8, 9, -100]},  # 3 targets
+              {"input_ids": [2, 4, 3], "labels": [-100, 11, -100]}]  # 1 target, shorter (padded in a batch)
+    nll = []
+    with torch.no_grad():
+        for f in masked:
+            logits = model(input_ids=torch.tensor([f["input_ids"]])).logits[0]  # (T, V)
+            logp = logits.log_softmax(-1)
+            nll += [-logp[t, y].item() for t, y in enumerate(f["labels"]) if y != -100]
+    expected = math.exp(sum(nll) / len(nll))  # 4 tokens, not (mean of 3 + mean of 1) / 2
+    for batch_size in (1, 2):
+        result = masked_perplexity(model, masked, pad_token_id=0, batch_size=batch_size)
+        assert result["masked_tokens"] == 4
+        assert result["perplexity"] == pytest.approx(expected, rel=1e-5)
+    batch_mean = math.exp((sum(nll[:3]) / 3 + nll[3]) / 2)
+    assert abs(batch_mean - expected) > 1e-3 * expected  # the two averages differ here, so the check can fail
+
+
+def test_mask_once_is_reproducible_by_seed(en):
+    features = [{"input_ids": en(f"the patient number {i} was given warfarin and aspirin today")["input_ids"]}
+                for i in range(20)]
+    first = mask_once(features, MaskingCollator(en, seed=7), batch_size=8)
+    again = mask_once(features, MaskingCollator(en, seed=7), batch_size=8)
+    other = mask_once(features, MaskingCollator(en, seed=8), batch_size=8)
+    assert first == again and first != other
+    assert [len(f["input_ids"]) for f in first] == [len(f["input_ids"]) for f in features]  # unpadded again
+    assert all(any(label != -100 for label in f["labels"]) for f in first)
+
+
+# ------------------------------------------------------------------------------------------ corpus / examples
+
+
+def test_documents_split_and_whole_word_auto(tmp_path):
+    assert documents_from_lines(["a", "b", "", "  ", "c", ""]) == [["a", "b"], ["c"]]
+    docs = read_documents(EN_CORPUS)
+    assert len(docs) > 90 and all(docs)
+    train, held = split_documents(docs, 0.05, seed=0)
+    assert len(held) == 5 and len(train) + len(held) == len(docs)
+    assert split_documents(docs, 0.05, seed=0) == (train, held)
+    assert not {tuple(d) for d in held} & {tuple(d) for d in train}
+    table = tmp_path / "corpus.jsonl"
+    table.write_text('{"id": 1, "content": "First line.\\nSecond line."}\n{"id": 2, "content": "Other."}\n')
+    assert read_documents(str(table)) == [["First line.", "Second line."], ["Other."]]
+    zh_texts = [p for d in read_documents(ZH_CORPUS) for p in d]
+    assert resolve_whole_word("auto", zh_texts) == "chinese"
+    assert resolve_whole_word("auto", [p for d in docs for p in d]) == "wordpiece"
+    assert resolve_whole_word("none", zh_texts) == "none"
+
+
+def test_group_and_line_examples_keep_every_token(en):
+    texts = ["The half-life of digoxin is long.", "Warfarin needs INR monitoring " * 12, "Short one."]
+    group = group_examples(texts, en, max_length=16, whole_word="wordpiece")
+    assert all(len(block) <= 16 and block[0] == en.cls_token_id and block[-1] == en.sep_token_id
+               for block in group["input_ids"])
+    expected = [i for t in texts for i in en(t, add_special_tokens=False)["input_ids"]]
+    assert [i for block in group["input_ids"] for i in block[1:-1]] == expected
+    lines = line_examples(texts, en, max_length=16, whole_word="none")
+    assert len(lines["input_ids"]) > len(texts)  # the long text continues in further windows
+    assert [i for row in lines["input_ids"] for i in row[1:-1]] == expected
+
+
+def test_group_examples_carry_distinct_chinese_word_ids():
+    zh = chinese_bert_tokenizer()
+    out = group_examples(["北京大学很好。", "北京大学"], zh, max_length=64, whole_word="chinese")
+    (ids,), (words,) = out["input_ids"], out["word_ids"]
+    tokens = zh.convert_ids_to_tokens(ids)
+    assert tokens[1:5] == list("北京大学") and len(set(words[1:5])) == 1  # one rjieba word, one unit
+    assert words[8:12] == [words[8]] * 4 and words[8] != words[1]  # same word in the next text: a new unit
+    assert words[0] is None and words[-1] is None
+
+
+# ------------------------------------------------------------------------------------------ vocabulary extension
+
+
+def test_find_new_tokens_filters_and_ranks(en):
+    counts = collections.Counter({"troponin": 30, "pharmacokinetics": 12, "apixaban": 5, "the": 100,
+                                  "statins": 50, "2018": 40, "☃": 20, "warfarin": 12})
+    new = find_new_tokens(counts, en, max_new_tokens=10, min_frequency=10, min_pieces=3)
+    # troponin 4 pieces x30 = 90 saved; pharmacokinetics 6 x12 = 60; warfarin 3 x12 = 24; ☃ [UNK] x20 = 20.
+    # apixaban is too rare, "the" is one token, statins has 2 pieces, 2018 has no letter.
+    assert [t.word for t in new] == ["troponin", "pharmacokinetics", "warfarin", "☃"]
+    assert new[0] == NewToken("troponin", 30, ("tr", "##op", "##oni", "##n"),
+                              tuple(en.convert_tokens_to_ids(["tr", "##op", "##oni", "##n"])))
+    assert new[3].pieces == ("[UNK]",)
+    assert [t.word for t in find_new_tokens(counts, en, 2, 10)] == ["troponin", "pharmacokinetics"]
+    words = count_words(["Troponin rose; TROPONIN fell.", "troponin-I"], en)
+    assert words["troponin"] == 3 and words[";"] == 1 and words["i"] == 1
+
+
+def test_vocabulary_extension_keeps_old_ids_and_outputs(tiny_model_dir, tmp_path):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = tiny_mlm()
+    with torch.no_grad():
+        model.cls.predictions.bias.normal_()  # a non-zero bias, so its new rows really are means
+    old_size = len(tokenizer)
+    old_text = "Troponins rose in the pretroponin assay; war-far-in was stopped and myopathy resolved."
+    new_text = "Troponin and warfarin: check troponin again. ☃"
+    old_ids = tokenizer(old_text)["input_ids"]
+    old_embeddings = model.get_input_embeddings().weight.detach().clone()
+    old_bias = model.cls.predictions.bias.detach().clone()
+    batch = tokenizer(old_text, return_tensors="pt")
+    with torch.no_grad():
+        old_out = model(**batch, output_hidden_states=True)
+
+    new_tokens = find_new_tokens(count_words([new_text] * 3, tokenizer), tokenizer, 10, 3)
+    assert [t.word for t in new_tokens] == ["troponin", "warfarin", "☃"]
+    ids = extend_vocabulary(model, tokenizer, new_tokens)
+    assert ids == [old_size, old_size + 1, old_size + 2] and len(tokenizer) == old_size + 3
+
+    # Text without new words (even with a new word inside a longer word): the same ids, the same outputs.
+    assert tokenizer(old_text)["input_ids"] == old_ids
+    with torch.no_grad():
+        new_out = model(**batch, output_hidden_states=True)
+    for before, after in zip(old_out.hidden_states, new_out.hidden_states):
+        assert torch.equal(before, after)
+    assert new_out.logits.shape[-1] == old_size + 3
+    assert torch.allclose(new_out.logits[..., :old_size], old_out.logits, atol=1e-6)
+    # New words: one token each, whatever the case; rows = mean of the old pieces' rows; old rows untouched.
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer(new_text)["input_ids"])
+    assert tokens == ["[CLS]", "troponin", "and", "warfarin", ":", "check", "troponin", "again", ".", "☃", "[SEP]"]
+    embeddings = model.get_input_embeddings().weight
+    assert torch.equal(embeddings[:old_size], old_embeddings)
+    for new_id, token in zip(ids, new_tokens):
+        pieces = list(token.piece_ids)
+        assert torch.allclose(embeddings[new_id], old_embeddings[pieces].mean(0), atol=1e-7)
+        assert model.cls.predictions.bias[new_id].item() == pytest.approx(old_bias[pieces].mean().item(), abs=1e-7)
+    assert decoder_is_tied(model) and model.cls.predictions.decoder.bias is model.cls.predictions.bias
+    # Saved and reloaded, the tokenizer keeps the new ids and the single-word rule.
+    tokenizer.save_pretrained(tmp_path)
+    reloaded = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert reloaded(old_text)["input_ids"] == old_ids
+    assert reloaded(new_text)["input_ids"] == tokenizer(new_text)["input_ids"]
+
+
+def test_plain_add_tokens_would_change_old_ids(en):
+    """Why extend_vocabulary adds single-word tokens: a plain added token matches inside longer words."""
+    plain = transformers.AutoTokenizer.from_pretrained(en.name_or_path)
+    text = "Troponins rose in the pretroponin assay."
+    before = plain(text)["input_ids"]
+    plain.add_tokens(["troponin"])
+    assert plain(text)["input_ids"] != before
+
+
+def test_chinese_unknown_characters_become_tokens():
+    zh = chinese_bert_tokenizer()
+    text = "他住在锘城，锘城很远。"
+    assert zh.tokenize("锘") == ["[UNK]"]
+    old_ids = zh(text)["input_ids"]
+    model = tiny_mlm(vocab_size=len(zh))
+    new = find_new_tokens(count_words([text], zh), zh, 10, 2)
+    assert [(t.word, t.pieces) for t in new] == [("锘", ("[UNK]",))]  # 城 is known; multi-char words are not added
+    (new_id,) = extend_vocabulary(model, zh, new)
+    ids = zh(text)["input_ids"]
+    assert ids == [new_id if i == zh.unk_token_id else i for i in old_ids]  # between CJK characters, too
+    assert torch.equal(model.get_input_embeddings().weight[new_id],
+                       model.get_input_embeddings().weight[zh.unk_token_id])
+
+
+# ---------------------------------------------------------------------------------------------- MiniLM head
+
+
+def test_minilm_gets_a_fresh_tied_mlm_head_and_the_run_says_so(minilm_dir, small_corpus, tmp_path, capsys):
+    model, report = load_mlm_model(minilm_dir)
+    assert report["mlm_head"] == "new" and "cls.predictions.transform.dense.weight" in report["new_mlm_keys"]
+    assert decoder_is_tied(model) and torch.count_nonzero(model.cls.predictions.bias) == 0
+    encoder = transformers.AutoModel.from_pretrained(minilm_dir)
+    assert torch.equal(model.bert.pooler.dense.weight, encoder.pooler.dense.weight) and report["pooler"] == "kept"
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
+
+    out = tmp_path / "minilm"
+    results = run_mlm(tiny_overrides("all-MiniLM-L6-v2", small_corpus, out, "train.max_steps=2",
+                                     "data.max_length=32", "train.per_device_train_batch_size=8",
+                                     "data.eval_fraction=0.1"))
+    assert results["mlm_head"] == "new"
+    assert "has no MLM head" in " ".join(capsys.readouterr().err.split())
+    weights = load_file(out / "model.safetensors")
+    assert "cls.predictions.transform.dense.weight" in weights and "bert.pooler.dense.weight" in weights
+    stock = transformers.BertForMaskedLM.from_pretrained(out)
+    assert stock.cls.predictions.decoder.weight.data_ptr() == stock.bert.embeddings.word_embeddings.weight.data_ptr()
+
+
+# ---------------------------------------------------------------------------------------------- from scratch
+
+
+def test_train_wordpiece_special_ids_and_reload(tmp_path):
+    texts = [p for d in read_documents(EN_CORPUS)[:40] for p in d]
+    tokenizer = train_wordpiece(texts, vocab_size=800)
+    vocab = tokenizer.get_vocab()
+    assert [vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
+    assert 600 < len(tokenizer) <= 800 and any(t.startswith("##") for t in vocab)
+    ids = tokenizer("Warfarin and apixaban are anticoagulants.")["input_ids"]
+    assert ids[0] == 2 and ids[-1] == 3 and 1 not in ids
+
+
+def test_scratch_model_with_nsp_trains_and_saves_a_bert_tokenizer(small_corpus, tmp_path):
+    out = tmp_path / "scratch"
+    results = run_mlm(tiny_overrides("scratch:tiny", small_corpus, out, "vocab.size=600", "train.max_steps=10",
+                                     "nsp=true", "data.eval_fraction=0.15"))
+    assert results["eval"]["perplexity"] < results["eval"]["perplexity_before"]
+    assert 0.0 <= results["eval"]["nsp_accuracy"] <= 1.0
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForPreTraining"] and config["num_hidden_layers"] == 2
+    assert config["hidden_size"] == 128
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert config["vocab_size"] == len(tokenizer) == results["vocab_size"]
+    assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] in ("BertTokenizer",
+                                                                                          "BertTokenizerFast")
+    vocab = read_vocab(out / "vocab.txt")  # vocab.txt written too, line number = id
+    assert vocab == tokenizer.get_vocab()
+    text = "The pharmacokinetics of warfarin."
+    assert transformers.BertTokenizerFast(vocab=vocab)(text)["input_ids"] == tokenizer(text)["input_ids"]
+    stock = transformers.BertForPreTraining.from_pretrained(out)
+    assert stock.config.vocab_size == len(tokenizer)
+
+
+def test_scratch_refuses_vocab_extension(small_corpus, tmp_path):
+    with pytest.raises(BertkitError, match="vocab.extend"):
+        run_mlm(tiny_overrides("scratch:tiny", small_corpus, tmp_path / "x", "vocab.extend=true"))
+    with pytest.raises(BertkitError, match="scratch:tiny"):
+        run_mlm(tiny_overrides("scratch:huge", small_corpus, tmp_path / "x"))
+
+
+# ---------------------------------------------------------------------------------------------- chaining
+
+
+def test_mlm_output_chains_into_classify_through_the_cli(tiny_model_dir, small_corpus, tmp_path):
+    mlm_out, classify_out = tmp_path / "mlm", tmp_path / "classify"
+    result = runner.invoke(app, ["run", "mlm", *tiny_overrides(tiny_model_dir, small_corpus, mlm_out,
+                                                               "train.max_steps=3", "vocab.extend=true",
+                                                               "vocab.max_new_tokens=20", "vocab.min_frequency=5")])
+    assert result.exit_code == 0, result.output
+    mlm = load_file(mlm_out / "model.safetensors")
+    original = load_file(Path(tiny_model_dir) / "model.safetensors")
+    query = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(mlm[f"bert.{query}"], original[query])  # continued pretraining changed the encoder
+    assert torch.equal(mlm["bert.pooler.dense.weight"], original["pooler.dense.weight"])  # pooler carried as is
+    new_words = json.loads((mlm_out / "metrics.json").read_text())["new_tokens"]
+    assert len(new_words) == 20
+
+    rows = [[f"the patient {i} felt {'better' if i % 2 else 'worse'} after warfarin", "good" if i % 2 else "bad"]
+            for i in range(16)]
+    data = tmp_path / "train.csv"
+    with data.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["text", "label"], *rows])
+    result = runner.invoke(app, ["run", "classify", f"model={mlm_out}", f"data.train={data}", f"data.eval={data}",
+                                 f"output_dir={classify_out}", "precision=fp32", "data.max_length=32",
+                                 "train.num_train_epochs=1", "train.learning_rate=0.0"])
+    assert result.exit_code == 0, result.output
+    classify = load_file(classify_out / "model.safetensors")
+    assert not any(name.startswith("cls.") for name in classify)  # MLM head dropped
+    for name in (query, "embeddings.word_embeddings.weight", "pooler.dense.weight"):
+        assert torch.equal(classify[f"bert.{name}"], mlm[f"bert.{name}"]), name  # encoder loaded exactly
+    assert classify["bert.embeddings.word_embeddings.weight"].shape[0] == 30522 + 20
+    tokenizer = transformers.AutoTokenizer.from_pretrained(classify_out)
+    assert len(tokenizer) == 30522 + 20 and tokenizer.tokenize(new_words[0]) == [new_words[0]]
