@@ -1,0 +1,235 @@
+"""Multiple choice (SWAG / RACE / C3 style) pieces shared by recipes/choice.py, `bertkit predict` and `evaluate`.
+
+    read_choice_file("dev.jsonl")               -> [ChoiceExample(context, question, options, label, where)]
+    encode_examples(tokenizer, examples, 128)   -> one feature per example: N (context, question + option) pairs
+    MultipleChoiceCollator(tokenizer)(features) -> input_ids / attention_mask / token_type_ids (B, N, T), labels (B,)
+
+Rows are `{"context", "question", "options": [...], "label": index}` (JSONL, a JSON array, or any table bertkit
+reads with an `options` list column). `label` may also be the text of the right option. Every example of a file
+must have the same number of options: a row with another count is an error naming its line, not silently padded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from rich.progress import Progress
+
+from .checkpoints import load_tokenizer, require_task
+from .data import read_table, row_location
+from .errors import BertkitError
+from .modeling_bert import BertkitForMultipleChoice
+from .predict import token_budget_batches
+from .training import RUN_CONFIG_FILE, LoraOptions, console, write_json
+
+CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
+QUESTION_KEYS = ("question", "sent2", "stem", "问题")
+OPTIONS_KEYS = ("options", "choices", "endings", "选项")
+LABEL_KEYS = ("label", "answer", "labels", "答案")
+
+
+@dataclass
+class ChoiceExample:
+    context: str
+    question: str
+    options: list[str]
+    label: int | None  # None when the file has no labels (predict)
+    where: str  # "dev.jsonl line 7"
+
+
+def _pick(names: list[str], candidates: tuple[str, ...]) -> str | None:
+    lowered = {name.lower(): name for name in names}
+    return next((lowered[c] for c in candidates if c in lowered), None)
+
+
+def _label_index(value, options: list[str], where: str) -> int:
+    """An option index (0-based int or a digit string), a letter A-D..., or the text of one of the options."""
+    if isinstance(value, bool) or value is None:
+        raise BertkitError(f"{where}: label {value!r} is not an option index — give 0..{len(options) - 1}")
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text in options:
+            return options.index(text)
+        if len(text) == 1 and "A" <= text.upper() < chr(ord("A") + len(options)):
+            return ord(text.upper()) - ord("A")
+        raise BertkitError(f"{where}: label {value!r} is neither an option index nor one of the options — give "
+                           f"0..{len(options) - 1} or the exact option text")
+    if not isinstance(value, (int, np.integer)) or not 0 <= value < len(options):
+        raise BertkitError(f"{where}: label {value!r} is out of range for {len(options)} options — give "
+                           f"0..{len(options) - 1}")
+    return int(value)
+
+
+def read_choice_file(path: str, labelled: bool = True) -> list[ChoiceExample]:
+    """Examples of a file, every row checked: text fields, an options list of the same length as the first row's,
+    and (labelled) a label that names one of the options."""
+    table = read_table(path)
+    names = list(table.column_names)
+    context_key, question_key = _pick(names, CONTEXT_KEYS), _pick(names, QUESTION_KEYS)
+    options_key, label_key = _pick(names, OPTIONS_KEYS), _pick(names, LABEL_KEYS)
+    if options_key is None or (context_key is None and question_key is None):
+        raise BertkitError(f"{path} needs a context and/or question column and an options list (columns: "
+                           f"{', '.join(names)}) — write {{\"context\", \"question\", \"options\": [...], "
+                           f"\"label\"}}")
+    if labelled and label_key is None:
+        raise BertkitError(f"{path} has no label column (columns: {', '.join(names)}) — add \"label\": <option "
+                           f"index>")
+    examples, first = [], None
+    for index, row in enumerate(table):
+        where = f"{path} {row_location(table, index)}"
+        options = row[options_key]
+        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
+            raise BertkitError(f"{where}: \"{options_key}\" must be a list of at least two strings")
+        first = first or (len(options), where)
+        if len(options) != first[0]:
+            raise BertkitError(f"{where} has {len(options)} options but {first[1]} has {first[0]} — every example "
+                               f"needs the same number of options: add or drop options on that line")
+        context = row.get(context_key) if context_key else ""
+        question = row.get(question_key) if question_key else ""
+        if not isinstance(context or "", str) or not isinstance(question or "", str):
+            raise BertkitError(f"{where}: context and question must be strings")
+        label = _label_index(row[label_key], options, where) if labelled else None
+        examples.append(ChoiceExample(context or "", question or "", list(options), label, where))
+    return examples
+
+
+def encode_examples(tokenizer, examples: list[ChoiceExample], max_length: int) -> list[dict]:
+    """One feature per example holding N encodings of (context, question + option) as segments A / B. A pair longer
+    than max_length loses tokens from its longer segment first (usually the context), so options stay whole."""
+    firsts = [example.context for example in examples for _ in example.options]
+    seconds = [" ".join(part for part in (example.question, option) if part)
+               for example in examples for option in example.options]
+    encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length)
+    features, position = [], 0
+    for example in examples:
+        count = len(example.options)
+        feature = {key: encoded[key][position:position + count] for key in encoded.keys()}
+        if example.label is not None:
+            feature["labels"] = example.label
+        features.append(feature)
+        position += count
+    return features
+
+
+class MultipleChoiceCollator:
+    """Pads all options of all examples to the batch's longest encoding: (B, N, T) tensors, labels (B,)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, features: list[dict]) -> dict:
+        counts = {len(feature["input_ids"]) for feature in features}
+        if len(counts) != 1:
+            raise BertkitError(f"a batch mixes examples with {sorted(counts)} options — every example needs the same "
+                               f"number of options")
+        num_choices = counts.pop()
+        keys = [key for key in features[0] if key != "labels"]
+        flat = [{key: feature[key][i] for key in keys} for feature in features for i in range(num_choices)]
+        batch = self.tokenizer.pad(flat, return_tensors="pt")
+        batch = {key: value.view(len(features), num_choices, -1) for key, value in batch.items()}  # (B*N,T)->(B,N,T)
+        if "labels" in features[0]:
+            batch["labels"] = torch.tensor([feature["labels"] for feature in features], dtype=torch.long)
+        return batch
+
+
+def accuracy(logits: np.ndarray, labels) -> dict:
+    """Share of examples whose highest-scoring option is the labelled one."""
+    return {"accuracy": float(np.mean(np.asarray(logits).argmax(-1) == np.asarray(labels)))}
+
+
+def compute_metrics(eval_prediction) -> dict:
+    logits = eval_prediction.predictions
+    return accuracy(logits[0] if isinstance(logits, tuple) else logits, eval_prediction.label_ids)
+
+
+def add_choice_lora(model, options: LoraOptions):
+    """LoRA adapters for a multiple-choice model. peft has no multiple-choice task type: a plain PeftModel with the
+    classifier in modules_to_save (trained in full, saved with the adapter)."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
+                      target_modules=list(options.target_modules), modules_to_save=["classifier"])
+    model = get_peft_model(model, lora)
+    trainable, total = model.get_nb_trainable_parameters()
+    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)} (+ classifier): "
+                  f"{trainable:,} of {total:,} parameters train")
+    return model
+
+
+# ================================================================================================ predict / evaluate
+
+
+@dataclass
+class Chooser:
+    model: BertkitForMultipleChoice
+    tokenizer: object
+    max_length: int
+
+
+def load_chooser(model_dir: str) -> Chooser:
+    if not Path(model_dir).is_dir():
+        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a choice run")
+    require_task(model_dir, "ForMultipleChoice", "multiple-choice predict/evaluate")
+    model = BertkitForMultipleChoice.from_pretrained(model_dir).eval()
+    run_file = Path(model_dir) / RUN_CONFIG_FILE
+    run = (yaml.safe_load(run_file.read_text(encoding="utf-8")) or {}) if run_file.exists() else {}
+    max_length = run.get("data", {}).get("max_length") or min(512, model.config.max_position_embeddings)
+    return Chooser(model, load_tokenizer(model_dir), max_length)
+
+
+@torch.inference_mode()
+def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch_size: int = 64) -> np.ndarray:
+    """(examples, N) option probabilities, in input order; length-sorted batches under a token budget."""
+    features = encode_examples(chooser.tokenizer, examples, chooser.max_length)
+    for feature in features:
+        feature.pop("labels", None)
+    lengths = [max(len(ids) for ids in f["input_ids"]) * len(f["input_ids"]) for f in features]
+    collate, results = MultipleChoiceCollator(chooser.tokenizer), [None] * len(features)
+    with Progress(transient=True, console=console) as progress:
+        task = progress.add_task("choosing", total=len(features))
+        for batch in token_budget_batches(lengths, batch_size * chooser.max_length, batch_size):
+            logits = chooser.model(**collate([features[i] for i in batch])).logits.float()
+            for row, index in enumerate(batch):
+                results[index] = logits[row].softmax(-1).numpy()
+            progress.advance(task, len(batch))
+    return np.stack(results)
+
+
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+    """The chosen option of every example, in input order, as JSONL: {"question", "choice" (index), "option"
+    (its text), "score", "probabilities" (one per option)}."""
+    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
+        raise BertkitError(f"output file {output_path}: use a .jsonl name")
+    chooser = load_chooser(model_dir)
+    examples = read_choice_file(input_path, labelled=False)
+    probs = predict_probabilities(chooser, examples, batch_size)
+    with Path(output_path).open("w", encoding="utf-8") as handle:
+        for example, row in zip(examples, probs):
+            best = int(row.argmax())
+            record = {"question": example.question, "choice": best, "option": example.options[best],
+                      "score": round(float(row[best]), 6), "probabilities": [round(float(p), 6) for p in row]}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return len(examples)
+
+
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+    """Accuracy of the model on a labelled file."""
+    chooser = load_chooser(model_dir)
+    examples = read_choice_file(input_path)
+    probs = predict_probabilities(chooser, examples, batch_size)
+    metrics = accuracy(probs, [example.label for example in examples])
+    if output_path:
+        write_json(Path(output_path), {"file": str(input_path), "examples": len(examples), **metrics})
+    return metrics
+
+
+__all__ = ["ChoiceExample", "Chooser", "read_choice_file", "encode_examples", "MultipleChoiceCollator", "accuracy",
+           "compute_metrics", "add_choice_lora", "load_chooser", "predict_probabilities", "predict_file",
+           "evaluate_file"]

@@ -1,0 +1,127 @@
+"""Fine-tune a BERT for multiple choice (SWAG / RACE / C3 style): a context, a question and N options.
+
+    bertkit run choice data.train=data/choice/en/train.jsonl data.eval=data/choice/en/dev.jsonl
+    bertkit run choice -c recipes/configs/choice/zh.yaml model=/models/bert-base-chinese
+
+Each option is scored as the pair (context, question + option) through BERT's pooler and one linear unit; a softmax
+across the options gives the choice. Rows are {"context", "question", "options": [...], "label": index} and every
+example needs the same number of options. With a dev split the run evaluates accuracy every epoch and keeps the
+best checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+import transformers
+
+from bertkit import BertkitConfig, BertkitForMultipleChoice
+from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.choice import MultipleChoiceCollator, accuracy, add_choice_lora, compute_metrics, encode_examples, \
+    read_choice_file
+from bertkit.errors import BertkitError
+from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
+                              training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file (jsonl, json, parquet) of {"context", "question", "options": [...], "label": index} rows."""
+    eval: str | None = None
+    """Dev file: evaluated each epoch, picks the best checkpoint."""
+    max_length: int = 128
+    """Tokens per (context, question + option) pair, [CLS] and [SEP]s included; the longer segment is cut first."""
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    output_dir: str = "runs/choice"
+    """Where checkpoints, the final model, metrics and plots go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
+    head_lr: float | None = None
+    """Learning rate of the new scoring unit (default: train.learning_rate)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs data.eval)."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout."""
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-choice-model)."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8,
+        "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+SELECTION = "accuracy"
+
+
+def load_data(cfg: Config, tokenizer):
+    """Training and dev examples, encoded as N (context, question + option) pairs each."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (jsonl of context / question / options / label)")
+    train = read_choice_file(cfg.data.train)
+    dev = read_choice_file(cfg.data.eval) if cfg.data.eval else None
+    counts = {len(example.options) for example in train + (dev or [])}
+    console.print(f"[bold]bertkit[/]: {len(train)} train / {len(dev) if dev else 0} dev examples, "
+                  f"{' / '.join(map(str, sorted(counts)))} options each")
+    return [datasets.Dataset.from_list(encode_examples(tokenizer, split, cfg.data.max_length)) if split else None
+            for split in (train, dev)]
+
+
+def build_model(cfg: Config, model_path: str):
+    config = BertkitConfig.from_pretrained(model_path)
+    if cfg.data.max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
+    model = BertkitForMultipleChoice.from_pretrained(model_path, config=config)
+    return add_choice_lora(model, cfg.lora) if cfg.lora.enabled else model
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    train, dev = load_data(cfg, tokenizer)
+    model = build_model(cfg, model_path)
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    callbacks = []
+    if cfg.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
+        data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics, callbacks=callbacks,
+        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+
+    metrics = {}
+    if dev is not None:
+        output = trainer.predict(dev, metric_key_prefix="eval")
+        metrics = {**accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
+    if cfg.lora.enabled and cfg.lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
+               "selection_metric": SELECTION, "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "choice", results, SELECTION)
+    summary_table("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"],
+                                          "saved to": str(output_dir)})
+    if cfg.push:
+        from bertkit.hub import push_model
+
+        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+    return results

@@ -1,0 +1,168 @@
+"""Fine-tune a BERT for named-entity recognition: CoNLL column files or JSONL (tokens + tags, or text + spans).
+
+    bertkit run ner data.train=data/ner/en/train.conll data.eval=data/ner/en/dev.conll
+    bertkit run ner -c recipes/configs/ner/zh_chars.yaml model=/models/bert-base-chinese
+
+Tags may be IOB2, IOB1 (converted to IOB2) or BIOES (data.scheme=auto tells IOB2 from BIOES); tags that break the
+scheme stop the run with their count and first line, or are repaired with data.repair_tags=true. Labels sit on each
+word's first sub-token; long sentences are cut into overlapping windows. The dev split is scored per entity
+(seqeval precision / recall / F1, per type), every epoch, and picks the best checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+import transformers
+
+from bertkit import BertkitConfig, BertkitForTokenClassification
+from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.errors import BertkitError
+from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
+                         read_ner_file, score_tags, window_rows)
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
+                              summary_table, training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file: CoNLL columns (token first, tag last) or JSONL (tokens + tags, or text + entities)."""
+    eval: str | None = None
+    """Dev file in the same format: scored each epoch, picks the best checkpoint."""
+    format: Literal["auto", "conll", "jsonl"] = "auto"
+    """File format; auto: .json/.jsonl are JSONL, anything else CoNLL columns."""
+    scheme: Literal["auto", "IOB2", "IOB1", "BIOES"] = "auto"
+    """Tagging scheme of the files; auto picks BIOES when E-/S- tags occur, else IOB2. IOB1 becomes IOB2."""
+    repair_tags: bool = False
+    """Repair tags that break the scheme (I-PER after O -> B-PER) instead of stopping; the count is reported."""
+    skip_bad_examples: bool = False
+    """Skip (and count) examples with bad spans or a tag count that differs from the token count."""
+    split: Literal["bert", "chars"] = "bert"
+    """How raw text becomes words: bert (whitespace, punctuation, each CJK character) or chars (every character)."""
+    label_all_tokens: bool = False
+    """Label a word's later sub-tokens too (with I- of its entity) instead of ignoring them in the loss."""
+    max_length: int = 128
+    """Tokens per window, [CLS] and [SEP] included; longer sentences are split into overlapping windows."""
+    stride: int = 32
+    """Tokens that consecutive windows share."""
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    output_dir: str = "runs/ner"
+    """Where checkpoints, the final model, metrics and plots go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    strict: bool = False
+    """Score entities in seqeval's strict mode under the data's scheme (default: conlleval's lenient reading)."""
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
+    head_lr: float | None = None
+    """Learning rate of the new token classifier (default: train.learning_rate)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs data.eval)."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout."""
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-ner-model)."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+SELECTION = "f1"
+
+
+def read_options(cfg: Config, scheme: str | None = None) -> ReadOptions:
+    return ReadOptions(scheme=scheme or cfg.data.scheme, repair=cfg.data.repair_tags,
+                       skip_bad=cfg.data.skip_bad_examples, split=cfg.data.split, format=cfg.data.format)
+
+
+def load_data(cfg: Config):
+    """Training and dev sentences (dev read with the training split's scheme) and the label names."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (CoNLL columns or JSONL)")
+    train = read_ner_file(cfg.data.train, read_options(cfg))
+    dev_scheme = train.scheme if cfg.data.scheme == "auto" else cfg.data.scheme  # IOB1 dev files convert too
+    dev = read_ner_file(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
+    for note in train.notes + (dev.notes if dev else []):
+        console.print(f"[bold]bertkit[/]: {note}")
+    labels = label_names(train.entity_types, train.scheme)
+    console.print(f"[bold]bertkit[/]: {len(train.sentences)} train / {len(dev.sentences) if dev else 0} dev sentences; "
+                  f"{train.scheme} tags over {', '.join(sorted(train.entity_types)) or 'no entity types'}")
+    return train, dev, labels
+
+
+def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
+    config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                                           label2id={name: i for i, name in enumerate(labels)})
+    config.ner_scheme = scheme  # saved in config.json: predict / evaluate decode and score with it
+    if cfg.data.max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
+    model = BertkitForTokenClassification.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    if cfg.lora.enabled:
+        model = add_lora(model, cfg.lora, task_type="TOKEN_CLS")
+    return model
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    train, dev, labels = load_data(cfg)
+    label2id = {name: i for i, name in enumerate(labels)}
+    windows = {name: build_windows(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
+                                   cfg.data.label_all_tokens)
+               for name, split in (("train", train), ("dev", dev)) if split is not None}
+    dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
+    model = build_model(cfg, model_path, labels, train.scheme)
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    callbacks = []
+    if cfg.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    id2label = dict(enumerate(labels))
+    metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=datasets.Dataset.from_list(windows["train"].features),
+        eval_dataset=dev_set, processing_class=tokenizer,
+        data_collator=transformers.DataCollatorForTokenClassification(tokenizer), compute_metrics=metrics_fn,
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+
+    metrics, files = {}, {}
+    if dev is not None:  # the final (best) model on dev, with seqeval's per-type table
+        logits = trainer.predict(dev_set, metric_key_prefix="eval").predictions
+        word_probs = windows["dev"].word_probabilities(window_rows(logits, windows["dev"]), label2id["O"], len(labels))
+        predicted = [decode(p, id2label)[0] for p in word_probs]
+        gold = [s.tags for s in dev.sentences]
+        metrics = score_tags(predicted, gold, cfg.strict, train.scheme)
+        files["entity_report.txt"] = entity_report(predicted, gold, cfg.strict, train.scheme)
+    if cfg.lora.enabled and cfg.lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
+               "scheme": train.scheme, "selection_metric": SELECTION,
+               "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "ner", results, SELECTION, files)
+    summary_table(f"ner: {train.scheme} tags, dev entity scores", {
+        **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
+        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+    if cfg.push:
+        from bertkit.hub import push_model
+
+        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+    return results
