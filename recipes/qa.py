@@ -1,0 +1,180 @@
+"""Fine-tune a BERT for extractive question answering (SQuAD v1.1 / v2.0, CMRC-style Chinese).
+
+    bertkit run qa data.train=data/qa/en/train.json data.eval=data/qa/en/dev.json
+    bertkit run qa -c recipes/configs/qa/zh_cmrc.yaml train.num_train_epochs=3
+
+Long contexts are cut into overlapping windows (data.doc_stride); each window learns the answer's token span, or
+[CLS] when it does not hold the whole answer. Every epoch the dev windows are mapped back to their questions and
+scored by SQuAD EM/F1 over questions (not windows). With unanswerable questions (v2) the null-answer threshold is
+tuned on dev to maximise F1 and saved in config.json (`qa_null_threshold`) and metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+import transformers
+
+from bertkit import BertkitConfig, BertkitForQuestionAnswering
+from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.errors import BertkitError
+from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
+                        postprocess, prediction_record, read_qa_file, tune_and_score)
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
+                              summary_table, training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file: SQuAD v1.1/v2.0 JSON, or JSONL {id, question, context, answers}."""
+    eval: str | None = None
+    """Dev file (same formats): scored each epoch, picks the best checkpoint, tunes the null-answer threshold."""
+    max_length: int = 384
+    """Tokens per window: [CLS] question [SEP] context [SEP]."""
+    doc_stride: int = 128
+    """Context tokens shared by neighbouring windows of a long context."""
+    max_question_length: int = 64
+    """Questions longer than this many tokens are cut (and counted)."""
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    output_dir: str = "runs/qa"
+    """Where checkpoints, the final model, metrics and plots go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    language: Literal["auto", "en", "zh"] = "auto"
+    """Answer scoring: en = SQuAD word EM/F1, zh = character EM/F1; auto = zh when the contexts are mostly CJK."""
+    allow_no_answer: bool | None = None
+    """Predict "no answer" (SQuAD v2); default: when the training data has unanswerable questions."""
+    n_best: int = 20
+    """Start and end positions considered per window."""
+    max_answer_length: int = 30
+    """Longest answer in tokens."""
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
+    head_lr: float | None = None
+    """Learning rate of the new span head (default: train.learning_rate)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs data.eval)."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout."""
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-model)."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 5e-5, "num_train_epochs": 2, "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+SELECTION_METRIC = "f1"
+
+
+def read_split(path: str, name: str):
+    examples, report = read_qa_file(path)
+    for line in report.lines():  # answer_start fixes and skips, each with the first place it happened
+        console.print(f"[yellow]bertkit[/]: {name}: {line}")
+    return examples, report
+
+
+def load_data(cfg: Config, tokenizer):
+    """Examples and windows of both splits, the scoring language and whether "no answer" is predicted."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (SQuAD-style .json or .jsonl)")
+    check_window_settings(cfg.data.max_length, cfg.data.doc_stride, cfg.data.max_question_length)
+    train_examples, train_report = read_split(cfg.data.train, "train")
+    dev_examples = read_split(cfg.data.eval, "dev")[0] if cfg.data.eval else None
+    language = cfg.language if cfg.language != "auto" else detect_language([e.context for e in train_examples])
+    allow_no_answer = cfg.allow_no_answer if cfg.allow_no_answer is not None else train_report.unanswerable > 0
+    window = dict(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
+                  max_question_length=cfg.data.max_question_length)
+    train_windows = make_windows(train_examples, tokenizer, **window)
+    dev_windows = make_windows(dev_examples, tokenizer, **window) if dev_examples else None
+    console.print(f"[bold]bertkit[/]: {len(train_examples)} train questions -> {len(train_windows)} windows "
+                  f"({train_report.unanswerable} unanswerable); "
+                  f"{len(dev_examples) if dev_examples else 0} dev questions -> "
+                  f"{len(dev_windows) if dev_windows else 0} windows; language {language}; "
+                  f"no-answer {'on' if allow_no_answer else 'off'}")
+    if train_windows.truncated_questions:
+        console.print(f"[yellow]bertkit[/]: {train_windows.truncated_questions} training questions cut to "
+                      f"data.max_question_length={cfg.data.max_question_length} tokens")
+    return train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer
+
+
+def build_model(cfg: Config, model_path: str, language: str):
+    config = BertkitConfig.from_pretrained(model_path, num_labels=2)
+    # What `bertkit predict` needs to cut windows and pick answers the way training did (saved in config.json).
+    for key, value in {"qa_language": language, "qa_max_length": cfg.data.max_length,
+                       "qa_doc_stride": cfg.data.doc_stride, "qa_max_question_length": cfg.data.max_question_length,
+                       "qa_n_best": cfg.n_best, "qa_max_answer_length": cfg.max_answer_length}.items():
+        setattr(config, key, value)
+    if cfg.data.max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
+    model = BertkitForQuestionAnswering.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    if cfg.lora.enabled:
+        model = add_lora(model, cfg.lora, task_type="QUESTION_ANS")
+    return model
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    model_path = resolve_model(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer = load_data(cfg, tokenizer)
+    model = build_model(cfg, model_path, language)
+    train = datasets.Dataset.from_dict(train_windows.inputs)
+    dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION_METRIC)
+    callbacks = []
+    if cfg.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    compute_metrics = compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
+                                         cfg.max_answer_length) if dev is not None else None
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
+        data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+
+    metrics, threshold, files = {}, None, {}
+    if dev is not None:  # the final (best) model on dev: answers per question, threshold tuned once more
+        output = trainer.predict(dev, metric_key_prefix="eval")
+        predictions = postprocess(*output.predictions[:2], dev_windows, dev_examples, cfg.n_best,
+                                  cfg.max_answer_length)
+        metrics, threshold = tune_and_score(predictions, dev_examples, language, allow_no_answer)
+        files["dev_predictions.jsonl"] = "".join(
+            json.dumps(prediction_record(e, p, threshold), ensure_ascii=False) + "\n"
+            for e, p in zip(dev_examples, predictions))
+    if cfg.lora.enabled and cfg.lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
+    if allow_no_answer:  # without a dev set, 0.0: answer "" whenever the null score beats the best span
+        setattr(final_model.config, NULL_THRESHOLD_KEY, threshold if threshold is not None else 0.0)
+    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
+               "null_threshold": getattr(final_model.config, NULL_THRESHOLD_KEY, None), "language": language,
+               "windows": {"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
+               "selection_metric": SELECTION_METRIC, "wall_time_s": round(time.perf_counter() - started, 1)}
+    cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
+    output_dir = finish_run(trainer, cfg, "qa", results, SELECTION_METRIC, files)
+    summary_table(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
+        **metrics, "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+    if cfg.push:
+        from bertkit.hub import push_model
+
+        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+    return results
