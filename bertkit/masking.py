@@ -9,11 +9,20 @@ Selection follows Google's `create_pretraining_data.py`: each sequence gets a to
 n maskable tokens, units (tokens or whole words) are taken in random order, and a word that would overshoot the
 budget is skipped. Unlike Google (whose 80/10/10 draw is per token even with whole-word masking), the 80/10/10
 decision here is made once per unit, so all tokens of a word get the same treatment.
+
+Reproducible training masks: features that carry an `example_id` (e.g. the dataset's row index) and a collator
+with a `seed` get masks that are a pure function of (seed, epoch, example_id, the example itself): each example
+draws from its own generator, over its own unpadded length, so the masks do not depend on the batch an example
+lands in, on the padded width, on the number of processes, on DataLoader workers or on where a run was resumed.
+Set `collator.epoch` at each epoch (`bertkit.pretraining.MaskingEpochCallback` does it under `Trainer`) for fresh
+masks per epoch (RoBERTa's dynamic masking). Without `example_id` a seeded collator keeps one random stream per
+process (as `mask_once` uses for the fixed held-out masks).
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import random
 import re
 from typing import Any, Literal, NamedTuple, Sequence
@@ -28,6 +37,8 @@ WHOLE_WORD_MODES = ("none", "wordpiece", "chinese")
 # Tokens that never form a word and are never masked. [UNK] is deliberately absent: it stands for real text.
 NON_WORD_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]"})
 _UNUSED = re.compile(r"\[unused\d+\]")
+EXAMPLE_ID = "example_id"
+"""Feature key of an example's identity; with a seeded collator it makes the example's mask reproducible."""
 
 
 # ----------------------------------------------------------------------------------------------- word ids
@@ -173,6 +184,25 @@ def _word_units(maskable: list[bool], word_ids: Sequence[int | None]) -> list[li
     return units
 
 
+def example_seed(seed: int, epoch: int, example_id: Any) -> int:
+    """Seed of one example's masks: a hash of (seed, epoch, example_id), so neighbouring ids and epochs give
+    unrelated streams. 32 bits, because torch's CPU generator (mt19937) reads only the low 32 bits of a seed;
+    two examples sharing a stream (about N**2 / 2**33 pairs among N) only means correlated draws for those two."""
+    if hasattr(example_id, "item"):  # a numpy / torch scalar: hash its value, not its repr
+        example_id = example_id.item()
+    digest = hashlib.blake2b(f"{int(seed)}/{int(epoch)}/{example_id!r}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _uniform_rows(generators: Sequence[torch.Generator], lengths: Sequence[int], shape) -> torch.Tensor:
+    """Row b's first lengths[b] entries drawn from generators[b] (its own length, never the padded width, so the
+    draws do not depend on the batch); padding gets 1.0. (B, T)"""
+    out = torch.ones(shape)  # (B, T)
+    for b, (g, n) in enumerate(zip(generators, lengths)):
+        out[b, :n] = torch.rand(n, generator=g)
+    return out
+
+
 def _budget(n_maskable: torch.Tensor, p: float) -> torch.Tensor:
     """Tokens to select per sequence: round(p * n), at least 1 when anything is maskable. (B,) -> (B,)"""
     budget = torch.round(n_maskable.double() * p).long().clamp(min=1)
@@ -187,9 +217,13 @@ class MaskingCollator:
     Other keys are ignored. Returns `input_ids`, `token_type_ids`, `attention_mask`, `labels` (-100 where not
     selected), each (B, T), and `next_sentence_label` (B,) when given.
 
-    With a `seed` the collator owns its random stream (one per DataLoader worker); without one it uses torch's
-    global RNG, which `transformers.set_seed` controls. Under `Trainer`, set `remove_unused_columns=False`, or the
-    Trainer drops the `word_ids` column before it reaches this collator.
+    With a `seed` and features that carry an `example_id`, each example's mask is a pure function of (seed,
+    `self.epoch`, example_id, the example): the same whatever batch, process layout or resume point brings it
+    here; `example_id` is dropped from the batch. With a `seed` and no `example_id`, the collator owns one random
+    stream per process (one per DataLoader worker); without a seed it uses torch's global RNG, which
+    `transformers.set_seed` controls (example ids are then ignored). Under `Trainer`, set
+    `remove_unused_columns=False`, or the Trainer drops the `word_ids` and `example_id` columns before they reach
+    this collator.
     """
 
     def __init__(
@@ -215,6 +249,8 @@ class MaskingCollator:
         self.never_select = torch.tensor(sorted(i for i in never if i is not None), dtype=torch.long)
         self.random_ids = random_token_ids(tokenizer)
         self._generators: dict[int | None, torch.Generator] = {}
+        self.epoch = 0
+        """Mixed into each example's seed (see `example_seed`): set it at every epoch for fresh masks."""
 
     def _rng(self) -> torch.Generator | None:
         """This process's generator. DataLoader workers get distinct seeds, or forked copies would repeat one
@@ -227,14 +263,28 @@ class MaskingCollator:
             self._generators[key] = torch.Generator().manual_seed(self.seed if key is None else self.seed + 1 + key)
         return self._generators[key]
 
+    def _example_generators(self, features) -> list[torch.Generator] | None:
+        """One generator per example, seeded from (seed, epoch, example_id); None when the batch has no example
+        ids or the collator no seed (then the per-process stream or torch's global RNG draws)."""
+        with_id = [EXAMPLE_ID in f and f[EXAMPLE_ID] is not None for f in features]
+        if not any(with_id) or self.seed is None:
+            return None
+        if not all(with_id):
+            raise BertkitError(f"{sum(with_id)} of {len(features)} features carry an '{EXAMPLE_ID}': give every "
+                               "feature one, or none")
+        return [torch.Generator().manual_seed(example_seed(self.seed, self.epoch, f[EXAMPLE_ID])) for f in features]
+
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self._pad(features)
         maskable = self._maskable(batch["input_ids"], batch["attention_mask"])  # (B, T) bool
+        generators = self._example_generators(features)
+        lengths = [len(f["input_ids"]) for f in features]
         if self.whole_word == "none":
-            selected, decision = self._select_tokens(maskable)
+            selected, decision = self._select_tokens(maskable, generators, lengths)
         else:
-            selected, decision = self._select_words(maskable, self._word_ids(features))
-        batch["input_ids"], batch["labels"] = self._replace(batch["input_ids"], selected, decision)
+            selected, decision = self._select_words(maskable, self._word_ids(features), generators)
+        batch["input_ids"], batch["labels"] = self._replace(batch["input_ids"], selected, decision, generators,
+                                                            lengths)
         return batch
 
     # -- padding
@@ -266,13 +316,18 @@ class MaskingCollator:
         return attention_mask.bool() & ~torch.isin(input_ids, self.never_select)
 
     # -- selection
-    def _select_tokens(self, maskable: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _select_tokens(self, maskable: torch.Tensor, generators=None,
+                       lengths=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Exactly budget tokens per row, uniformly at random: the budget smallest random scores win."""
-        g = self._rng()
-        scores = torch.rand(maskable.shape, generator=g).masked_fill(~maskable, 2.0)  # (B, T); unmaskable last
+        if generators is None:
+            g = self._rng()
+            draw = lambda: torch.rand(maskable.shape, generator=g)  # noqa: E731
+        else:
+            draw = lambda: _uniform_rows(generators, lengths, maskable.shape)  # noqa: E731
+        scores = draw().masked_fill(~maskable, 2.0)  # (B, T); unmaskable last
         ranks = scores.argsort(dim=1).argsort(dim=1)  # (B, T): rank of each position within its row
         selected = ranks < _budget(maskable.sum(1), self.mlm_probability)[:, None]  # (B, T)
-        decision = torch.rand(maskable.shape, generator=g)  # (B, T): one 80/10/10 draw per token
+        decision = draw()  # (B, T): one 80/10/10 draw per token
         return selected, decision
 
     def _word_ids(self, features) -> list[Sequence[int | None]]:
@@ -304,12 +359,14 @@ class MaskingCollator:
             chosen.append(units[order[0]])
         return chosen
 
-    def _select_words(self, maskable: torch.Tensor, word_ids: list) -> tuple[torch.Tensor, torch.Tensor]:
+    def _select_words(self, maskable: torch.Tensor, word_ids: list,
+                      generators=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Whole-word selection; the 80/10/10 draw is made once per word and copied to its tokens."""
-        g = self._rng()
+        stream = self._rng() if generators is None else None
         budgets = _budget(maskable.sum(1), self.mlm_probability).tolist()
         rows, cols, draws = [], [], []
         for b, (row_ok, row_words) in enumerate(zip(maskable.tolist(), word_ids)):
+            g = stream if generators is None else generators[b]
             units = _word_units(row_ok, row_words + [None] * (len(row_ok) - len(row_words)))
             chosen = self._choose_units(units, budgets[b], g)
             for unit, u in zip(chosen, torch.rand(len(chosen), generator=g).tolist()):
@@ -323,14 +380,21 @@ class MaskingCollator:
         return selected, decision
 
     # -- replacement
-    def _replace(self, input_ids, selected, decision) -> tuple[torch.Tensor, torch.Tensor]:
+    def _replace(self, input_ids, selected, decision, generators=None,
+                 lengths=None) -> tuple[torch.Tensor, torch.Tensor]:
         """80 % [MASK], 10 % a random token (drawn per position), 10 % unchanged. All (B, T)."""
         labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))  # (B, T)
         p_mask, p_random = self.mask_replace_prob, self.mask_replace_prob + self.random_replace_prob
         to_mask = selected & (decision < p_mask)  # (B, T)
         to_random = selected & (decision >= p_mask) & (decision < p_random)  # (B, T)
         inputs = input_ids.masked_fill(to_mask, self.tokenizer.mask_token_id)
-        picks = torch.randint(len(self.random_ids), (int(to_random.sum()),), generator=self._rng())  # (R,)
+        if generators is None:
+            picks = torch.randint(len(self.random_ids), (int(to_random.sum()),), generator=self._rng())  # (R,)
+        else:  # a candidate per position of each example (its own length), read where it is randomised
+            candidates = torch.zeros_like(input_ids)  # (B, T)
+            for b, (g, n) in enumerate(zip(generators, lengths)):
+                candidates[b, :n] = torch.randint(len(self.random_ids), (n,), generator=g)
+            picks = candidates[to_random]  # (R,)
         inputs[to_random] = self.random_ids[picks]
         return inputs, labels
 
@@ -423,12 +487,14 @@ def make_nsp_examples(
 
 
 __all__ = [
+    "EXAMPLE_ID",
     "MaskingCollator",
     "NON_WORD_TOKENS",
     "WHOLE_WORD_MODES",
     "WholeWord",
     "add_word_ids",
     "chinese_word_ids",
+    "example_seed",
     "jieba_spans",
     "make_nsp_examples",
     "random_token_ids",

@@ -32,7 +32,7 @@ import transformers
 from tokenizers import AddedToken
 
 from bertkit.errors import BertkitError
-from bertkit.masking import add_word_ids, make_nsp_examples
+from bertkit.masking import EXAMPLE_ID, add_word_ids, make_nsp_examples
 
 IGNORE_INDEX = -100
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4 in a from-scratch vocabulary
@@ -219,6 +219,33 @@ class PretrainingCollator:
         if "labels" in features[0]:
             return pad_masked(features, self.masking.tokenizer.pad_token_id)
         return self.masking(features)
+
+
+class MaskingEpochCallback(transformers.TrainerCallback):
+    """Sets `MaskingCollator.epoch` to the Trainer's epoch at the start of each one: with example ids in the
+    features and a seeded collator, every epoch masks afresh (dynamic masking), and an example's mask in an epoch
+    is the same in any process layout and after a resume (the resumed epoch is read back from the checkpoint's
+    state). Needs the collator to live in the process that runs the Trainer: DataLoader workers are forked at the
+    start of each epoch, after this callback, unless `dataloader_persistent_workers` keeps the first epoch's copy
+    (then every epoch would reuse the first epoch's masks: refused)."""
+
+    def __init__(self, collator):
+        self.collator = collator
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.dataloader_num_workers > 0 and args.dataloader_persistent_workers:
+            raise BertkitError("dataloader_persistent_workers keeps each worker's copy of the masking collator, so "
+                               "its epoch would never advance — set train.dataloader_persistent_workers=false")
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        # state.epoch is k at the start of epoch k, k + steps done / steps per epoch after a mid-epoch resume; the
+        # epsilon guards a float sum that lands a hair under k.
+        self.collator.epoch = math.floor(state.epoch + 1e-6)
+
+
+def with_example_ids(examples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The examples, each with its row index as `example_id` (what makes its training masks reproducible)."""
+    return [{**example, EXAMPLE_ID: i} for i, example in enumerate(examples)]
 
 
 def masked_lm_sums(model, batch: dict[str, torch.Tensor]) -> dict[str, float | int]:
@@ -441,9 +468,10 @@ def write_vocab_txt(tokenizer, path) -> None:
 
 
 __all__ = [
-    "SCRATCH_SIZES", "SPECIAL_TOKENS", "MaskedEvalTrainer", "NewToken", "PretrainingCollator", "cjk_fraction",
+    "SCRATCH_SIZES", "SPECIAL_TOKENS", "MaskedEvalTrainer", "MaskingEpochCallback", "NewToken",
+    "PretrainingCollator", "cjk_fraction",
     "count_words", "decoder_is_tied", "documents_from_lines", "extend_vocabulary", "find_new_tokens",
     "group_examples", "is_cjk", "line_examples", "load_mlm_model", "mask_once", "masked_lm_sums",
     "masked_perplexity", "nsp_examples", "pad_masked", "read_documents", "resolve_whole_word", "scratch_config",
-    "scratch_size", "split_documents", "split_sentences", "train_wordpiece", "write_vocab_txt",
+    "scratch_size", "split_documents", "split_sentences", "train_wordpiece", "with_example_ids", "write_vocab_txt",
 ]

@@ -5,8 +5,10 @@
     bertkit run mlm model=scratch:tiny data.train=data/corpus/en_medical.txt vocab.size=8000
 
 Corpus: a .txt file (one paragraph per line, blank lines between documents) or csv/tsv/json/jsonl/parquet with a
-text column. Masking is BERT's (15 %, 80/10/10), whole-word by default (rjieba words for a Chinese corpus). The
-perplexity of a held-out slice, masked once with a fixed seed, is measured before and after training. The output
+text column. Masking is BERT's (15 %, 80/10/10), whole-word by default (rjieba words for a Chinese corpus), drawn
+afresh each epoch; an example's mask is a function of (seed, epoch, the example's row), so a run on any number of
+processes, or one resumed from a checkpoint, masks exactly as a single uninterrupted run does. The perplexity of a
+held-out slice, masked once with a fixed seed (eval_seed), is measured before and after training. The output
 directory is a valid model= for every fine-tuning recipe (the MLM head is dropped there, the encoder kept).
 """
 
@@ -23,12 +25,13 @@ import transformers
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.errors import BertkitError
 from bertkit.masking import MaskingCollator
-from bertkit.pretraining import (MaskedEvalTrainer, PretrainingCollator, count_words, extend_vocabulary,
-                                 find_new_tokens, group_examples, line_examples, load_mlm_model, mask_once,
-                                 masked_perplexity, nsp_examples, read_documents, resolve_whole_word, scratch_config,
-                                 scratch_size, split_documents, train_wordpiece, write_vocab_txt)
-from bertkit.training import (console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
-                              training_arguments)
+from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
+                                 extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
+                                 mask_once, masked_perplexity, nsp_examples, read_documents, resolve_whole_word,
+                                 scratch_config, scratch_size, split_documents, train_wordpiece, with_example_ids,
+                                 write_vocab_txt)
+from bertkit.training import (console, finish_run, is_main_process, optimizer_with_llrd, resume_checkpoint,
+                              summary_table, training_arguments)
 
 
 @dataclass
@@ -99,7 +102,7 @@ class Config:
     resume: bool | str = False
     """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
     seed: int = 42
-    """Seed for initialisation, shuffling, masking and dropout."""
+    """Seed for initialisation, shuffling, masking (with the epoch and each example's row) and dropout."""
     push: str | None = None
     """Hub repo id to push the final model to (e.g. user/my-model)."""
     train: dict = field(default_factory=lambda: {
@@ -107,6 +110,12 @@ class Config:
         "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+
+def show(message: str) -> None:
+    """Print once: in a single process, or in rank 0 of a torchrun launch."""
+    if is_main_process():
+        console.print(message)
 
 
 def load_corpus(cfg: Config) -> tuple[list, list]:
@@ -130,18 +139,18 @@ def build_model(cfg: Config, texts: list[str]) -> tuple:
         tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts, cfg.vocab.size, cfg.vocab.lowercase)
         config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
         model_class = transformers.AutoModelForPreTraining if cfg.nsp else transformers.AutoModelForMaskedLM
-        console.print(f"[bold]bertkit[/]: from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
-                      f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
+        show(f"[bold]bertkit[/]: from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
+             f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
         return model_class.from_config(config), tokenizer, {"mlm_head": "new", "scratch": size}
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     model, notes = load_mlm_model(model_path, nsp=cfg.nsp)
     if notes["mlm_head"] == "new":
-        console.print(f"[bold yellow]bertkit[/]: {cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
-                      "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
-                      "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
+        show(f"[bold yellow]bertkit[/]: {cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
+             "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
+             "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
     if cfg.nsp and notes["new_nsp_keys"]:
-        console.print("[bold]bertkit[/]: the checkpoint has no NSP head: a new one is initialised")
+        show("[bold]bertkit[/]: the checkpoint has no NSP head: a new one is initialised")
     if cfg.data.max_length > model.config.max_position_embeddings:
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{model.config.max_position_embeddings} positions — set data.max_length<="
@@ -152,8 +161,8 @@ def build_model(cfg: Config, texts: list[str]) -> tuple:
         extend_vocabulary(model, tokenizer, new)
         notes["new_tokens"] = [token.word for token in new]
         shown = ", ".join(f"{t.word} ({len(t.pieces)} pieces, x{t.count})" for t in new[:8])
-        console.print(f"[bold]bertkit[/]: vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
-                      f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
+        show(f"[bold]bertkit[/]: vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
+             f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
     return model, tokenizer, notes
 
 
@@ -176,27 +185,30 @@ def main(cfg: Config) -> dict:
     model, tokenizer, notes = build_model(cfg, texts)
     train_examples = build_examples(cfg, train_docs, tokenizer, whole_word, cfg.seed)
     eval_examples = build_examples(cfg, eval_docs, tokenizer, whole_word, cfg.eval_seed)
-    console.print(f"[bold]bertkit[/]: {len(train_examples)} train / {len(eval_examples)} held-out examples "
-                  f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
-                  f"whole-word masking: {whole_word}")
+    show(f"[bold]bertkit[/]: {len(train_examples)} train / {len(eval_examples)} held-out examples "
+         f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
+         f"whole-word masking: {whole_word}")
 
     masking = {"mlm_probability": cfg.masking.probability, "mask_replace_prob": cfg.masking.mask_replace_prob,
                "random_replace_prob": cfg.masking.random_replace_prob, "whole_word": whole_word}
     held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
-    train_args = {"prediction_loss_only": True, **cfg.train, "remove_unused_columns": False}  # keep word_ids
+    train_args = {"prediction_loss_only": True, **cfg.train,
+                  "remove_unused_columns": False}  # keep word_ids and example_id (the collator drops both)
     args = training_arguments(train_args, cfg.output_dir, cfg.precision, cfg.seed, True, "loss",
                               greater_is_better=False)
     model.to(args.device)
     before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
-    console.print(f"[bold]bertkit[/]: held-out perplexity before training: {before['perplexity']:.2f} "
-                  f"({before['masked_tokens']} masked tokens)")
-    callbacks = []
+    show(f"[bold]bertkit[/]: held-out perplexity before training: {before['perplexity']:.2f} "
+         f"({before['masked_tokens']} masked tokens)")
+    # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
+    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
+    callbacks = [MaskingEpochCallback(train_masking)]
     if cfg.early_stopping_patience:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = MaskedEvalTrainer(
-        model=model, args=args, train_dataset=datasets.Dataset.from_list(train_examples),
+        model=model, args=args, train_dataset=datasets.Dataset.from_list(with_example_ids(train_examples)),
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
-        data_collator=PretrainingCollator(MaskingCollator(tokenizer, **masking)), callbacks=callbacks,
+        data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
     after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
@@ -220,5 +232,5 @@ def main(cfg: Config) -> dict:
     if cfg.push:
         from bertkit.hub import push_model
 
-        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        show(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
     return results

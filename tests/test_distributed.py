@@ -67,3 +67,54 @@ def test_classify_two_processes_match_one(no_dropout_model_dir, sentiment, tmp_p
     assert one["accuracy"] == pytest.approx(two["accuracy"])
     # written once: one summary table, one model card
     assert double.stderr.count("dev metrics") == 1, double.stderr[-2000:]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _launch_mlm(processes: int, args: list[str]) -> subprocess.CompletedProcess:
+    """Like `launch`, on a free port (the mlm test may run beside other torchrun tests on this machine)."""
+    command = [sys.executable, "-m", "bertkit", "run", "mlm", *args]
+    if processes > 1:
+        command[1:3] = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+                        str(_free_port()), "-m", "bertkit"]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=600)
+
+
+@pytest.mark.slow
+def test_mlm_two_processes_match_one(no_dropout_model_dir, tmp_path):
+    """Masks are drawn per example from (seed, epoch, row), so 2 processes x 4 mask exactly as 1 process x 8 does:
+    the same weights after 2 epochs (fresh masks in epoch 2) and the same held-out perplexity."""
+    from bertkit.pretraining import documents_from_lines
+
+    lines = (ROOT / "data" / "corpus" / "en_medical.txt").read_text(encoding="utf-8").split("\n")
+    paragraphs = [p for doc in documents_from_lines(lines) for p in doc]
+    (tmp_path / "train.txt").write_text("\n".join(paragraphs[:39]) + "\n", encoding="utf-8")
+    (tmp_path / "eval.txt").write_text("\n".join(paragraphs[39:47]) + "\n", encoding="utf-8")
+    data = [f"data.train={tmp_path / 'train.txt'}", f"data.eval={tmp_path / 'eval.txt'}", "data.mode=group",
+            "masking.whole_word=wordpiece", "train.logging_steps=5"]
+
+    single = _launch_mlm(1, [*common(no_dropout_model_dir, tmp_path / "one", *data),
+                             "train.per_device_train_batch_size=8"])
+    assert single.returncode == 0, single.stderr[-3000:]
+    # 19 full global batches of 8: no ragged last step, which 2 processes would pad with repeated examples
+    assert "152 train" in single.stderr
+    double = _launch_mlm(2, [*common(no_dropout_model_dir, tmp_path / "two", *data),
+                             "train.per_device_train_batch_size=4"])
+    assert double.returncode == 0, double.stderr[-3000:]
+
+    assert_same_weights(tmp_path / "one", tmp_path / "two")
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    two = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert two["eval"]["perplexity_before"] == one["eval"]["perplexity_before"]  # fixed held-out masks
+    assert two["eval"]["perplexity"] == pytest.approx(one["eval"]["perplexity"], rel=1e-5)
+    assert one["eval"]["perplexity"] < one["eval"]["perplexity_before"]  # it trained
+    # written once: one summary table, one "before" line, one model card
+    assert double.stderr.count("mlm: held-out perplexity") == 1, double.stderr[-2000:]
+    assert double.stderr.count("perplexity before training") == 1, double.stderr[-2000:]
+    assert (tmp_path / "two" / "README.md").is_file()

@@ -1,4 +1,5 @@
-"""Masked-LM masking, word ids, NSP pairs and the bundled Chinese tokenizer.
+"""Masked-LM masking (per-process streams and per-example masks from example ids), word ids, NSP pairs and the
+bundled Chinese tokenizer.
 
 The statistical tests run the collator over 2,000 sequences: with ~20,000 selected tokens the standard error of
 the 0.80 / 0.10 / 0.10 shares is about 0.003, so the +-0.02 bands are far from flaky yet catch a wrong rule.
@@ -12,9 +13,11 @@ from transformers import AutoTokenizer
 
 from bertkit.errors import BertkitError
 from bertkit.masking import (
+    EXAMPLE_ID,
     MaskingCollator,
     add_word_ids,
     chinese_word_ids,
+    example_seed,
     make_nsp_examples,
     random_token_ids,
     wordpiece_word_ids,
@@ -32,6 +35,10 @@ def zh():
 @pytest.fixture(scope="module")
 def en(minilm_dir):
     return AutoTokenizer.from_pretrained(minilm_dir)
+
+
+def with_ids(features):
+    return [{**f, EXAMPLE_ID: i} for i, f in enumerate(features)]
 
 
 def collate_all(collator, features, batch_size=50):
@@ -144,8 +151,10 @@ def random_features(n, seed=0, low=16, high=128):
             for _ in range(n)]
 
 
-def test_token_masking_rates(zh):
+@pytest.mark.parametrize("per_example", [False, True], ids=["stream", "per-example"])
+def test_token_masking_rates(zh, per_example):
     features = random_features(N_SEQUENCES)
+    features = with_ids(features) if per_example else features
     real = selected = masked = randomised = kept = 0
     for chunk, batch in collate_all(MaskingCollator(zh, seed=0), features):
         orig = padded_originals(chunk, batch["input_ids"].shape[1], zh.pad_token_id)
@@ -232,6 +241,75 @@ def test_seeded_collator_is_reproducible(zh):
     assert torch.equal(d["input_ids"], MaskingCollator(zh)(chunk)["input_ids"])  # seed=None follows torch's RNG
 
 
+# ----------------------------------------------------------------------------------------------- per-example masks
+def unpadded(features, batch):
+    """Each example's (input_ids, labels) cut back to its own length: what its mask did to it."""
+    return [(batch["input_ids"][b, :len(f["input_ids"])].tolist(), batch["labels"][b, :len(f["input_ids"])].tolist())
+            for b, f in enumerate(features)]
+
+
+def masks_by_id(collator, features, batch_size, order):
+    """{example_id: (input_ids, labels)} when `features` are collated in `order`, `batch_size` at a time."""
+    shuffled = [features[i] for i in order]
+    out = {}
+    for chunk, batch in collate_all(collator, shuffled, batch_size):
+        out.update({f[EXAMPLE_ID]: masked for f, masked in zip(chunk, unpadded(chunk, batch))})
+    return out
+
+
+@pytest.mark.parametrize("whole_word", ["none", "wordpiece"])
+def test_example_ids_make_masks_independent_of_batching_and_padding(en, en_features, whole_word):
+    """What one process x batch 8, two processes x batch 4, or a resumed run hand the collator: the same examples
+    in other batches, other orders, other padded widths. With example ids each example's mask is the same."""
+    features = with_ids(en_features[:48])
+    if whole_word == "none":
+        features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
+    order = list(range(48))
+    one = masks_by_id(MaskingCollator(en, whole_word=whole_word, seed=3), features, 8, order)
+    random.Random(0).shuffle(order)
+    other = MaskingCollator(en, whole_word=whole_word, seed=3, pad_to_multiple_of=64)
+    other(features[:5])  # an earlier batch must not shift later masks (no shared stream)
+    two = masks_by_id(other, features, 4, order)
+    assert one == two
+    assert sum(labels != [-100] * len(labels) for _, labels in one.values()) == 48  # every example masked
+    # Control: without ids the collator's stream depends on what came before, and the same check fails.
+    bare = [{k: v for k, v in f.items() if k != EXAMPLE_ID} for f in features]
+    a = MaskingCollator(en, whole_word=whole_word, seed=3)(bare[:8])
+    b = MaskingCollator(en, whole_word=whole_word, seed=3)(bare[4:12])
+    assert unpadded(bare[4:8], {k: v[4:] for k, v in a.items()}) != unpadded(bare[4:8], b)
+
+
+def test_epoch_seed_and_id_change_the_masks(zh):
+    features = with_ids(random_features(64))
+    collator = MaskingCollator(zh, seed=11)
+    first = collator(features)
+    assert EXAMPLE_ID not in first and set(first) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
+    assert torch.equal(MaskingCollator(zh, seed=11)(features)["labels"], first["labels"])  # a pure function
+    collator.epoch = 1
+    second = collator(features)
+    assert not torch.equal(second["labels"], first["labels"])  # dynamic masking: fresh masks each epoch
+    collator.epoch = 0
+    assert torch.equal(collator(features)["input_ids"], first["input_ids"])
+    assert not torch.equal(MaskingCollator(zh, seed=12)(features)["labels"], first["labels"])
+    same_text = [{"input_ids": features[0]["input_ids"], EXAMPLE_ID: i} for i in range(16)]
+    labels = MaskingCollator(zh, seed=11)(same_text)["labels"]
+    assert len({tuple(row.tolist()) for row in labels}) > 12  # one text, distinct ids: (almost all) distinct masks
+    assert len({example_seed(0, e, i) for e in range(3) for i in range(1000)}) > 2990
+    assert example_seed(5, 1, torch.tensor(7)) == example_seed(5, 1, 7)
+
+
+def test_example_ids_need_every_feature_and_a_seed(zh):
+    features = with_ids(random_features(4))
+    features[2] = {"input_ids": features[2]["input_ids"]}
+    with pytest.raises(BertkitError, match="example_id"):
+        MaskingCollator(zh, seed=0)(features)
+    # Without a seed the ids are ignored: torch's global RNG draws, as before.
+    torch.manual_seed(0)
+    a = MaskingCollator(zh)(with_ids(random_features(8)))
+    torch.manual_seed(0)
+    assert torch.equal(a["labels"], MaskingCollator(zh)(random_features(8))["labels"])
+
+
 def test_bad_settings_are_bertkit_errors(zh):
     with pytest.raises(BertkitError, match="mask_replace_prob"):
         MaskingCollator(zh, mask_replace_prob=0.9, random_replace_prob=0.2)
@@ -280,10 +358,12 @@ def en_features(en):
     return english_features(en)
 
 
-def test_wordpiece_whole_word_masking(en, en_features):
+@pytest.mark.parametrize("per_example", [False, True], ids=["stream", "per-example"])
+def test_wordpiece_whole_word_masking(en, en_features, per_example):
     assert sum(len(set(f["word_ids"])) < len(f["word_ids"]) - 2 for f in en_features) > 0.9 * N_SEQUENCES
+    features = with_ids(en_features) if per_example else en_features
     words, real, selected_tokens = [], 0, 0
-    for chunk, batch in collate_all(MaskingCollator(en, whole_word="wordpiece", seed=0), en_features):
+    for chunk, batch in collate_all(MaskingCollator(en, whole_word="wordpiece", seed=0), features):
         words += word_treatments(chunk, batch, en.mask_token_id, en.pad_token_id)
         real += sum(len(f["input_ids"]) - 2 for f in chunk)
         selected_tokens += int((batch["labels"] != -100).sum())
@@ -319,8 +399,10 @@ def chinese_copies(zh, n=400):
     return features, list(range(start, start + 4))
 
 
-def test_chinese_whole_word_masking_keeps_beijing_university_together(zh):
+@pytest.mark.parametrize("per_example", [False, True], ids=["stream", "per-example"])
+def test_chinese_whole_word_masking_keeps_beijing_university_together(zh, per_example):
     features, pku = chinese_copies(zh)
+    features = with_ids(features) if per_example else features  # identical texts, distinct ids: distinct masks
     assert len({features[0]["word_ids"][p] for p in pku}) == 1
     batch = MaskingCollator(zh, whole_word="chinese", mlm_probability=0.3, seed=0)(features)
     selected = (batch["labels"][:, pku] != -100)  # (N, 4)

@@ -1,5 +1,6 @@
-"""The mlm recipe and bertkit.pretraining: held-out perplexity with fixed masks, vocabulary extension, a fresh
-tied MLM head for MiniLM, from-scratch tokenizer + model, and chaining the output into classify.
+"""The mlm recipe and bertkit.pretraining: held-out perplexity with fixed masks, resuming to the same weights,
+vocabulary extension, a fresh tied MLM head for MiniLM, from-scratch tokenizer + model, and chaining the output
+into classify.
 
 Masking statistics live in test_masking.py; exact gradient accumulation of the MLM heads in test_training.py.
 """
@@ -21,10 +22,10 @@ from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
 from bertkit.masking import MaskingCollator
-from bertkit.pretraining import (NewToken, count_words, decoder_is_tied, documents_from_lines, extend_vocabulary,
-                                 find_new_tokens, group_examples, line_examples, load_mlm_model, mask_once,
-                                 masked_perplexity, read_documents, resolve_whole_word, split_documents,
-                                 train_wordpiece)
+from bertkit.pretraining import (MaskingEpochCallback, NewToken, count_words, decoder_is_tied, documents_from_lines,
+                                 extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
+                                 mask_once, masked_perplexity, read_documents, resolve_whole_word, split_documents,
+                                 train_wordpiece, with_example_ids)
 from bertkit.tokenization import chinese_bert_tokenizer, read_vocab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,56 @@ def test_short_run_lowers_held_out_perplexity_and_masks_are_fixed(tiny_model_dir
                                     "train.learning_rate=0.0"))
     assert frozen["eval"]["perplexity_before"] == before
     assert frozen["eval"]["perplexity"] == pytest.approx(before, rel=1e-6)
+
+
+def test_interrupted_run_resumes_to_the_same_weights(tiny_model_dir, small_corpus, tmp_path, monkeypatch):
+    """Training masks are a function of (seed, epoch, example row): a run interrupted in its second epoch and
+    resumed masks every later batch as the uninterrupted run does (it used to differ by ~1e-4: the Trainer fetches
+    the first resumed batch before it restores the RNG state the masks were drawn from)."""
+    # 170 examples of 64 tokens at batch 16: 11 steps per epoch; the crash at step 15 is inside epoch 2.
+    extra = ["train.num_train_epochs=2", "train.save_strategy=steps", "train.save_steps=5", "train.eval_strategy=no",
+             "train.load_best_model_at_end=false", "train.warmup_steps=0"]
+    straight = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "straight", *extra))
+
+    interrupted = tmp_path / "interrupted"
+    original_save = transformers.Trainer._save_checkpoint
+
+    def save_then_crash(self, *args, **kwargs):
+        original_save(self, *args, **kwargs)
+        if self.state.global_step == 15:
+            assert 1.0 < self.state.epoch < 2.0
+            raise KeyboardInterrupt("simulated interruption")
+
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_mlm(tiny_overrides(tiny_model_dir, small_corpus, interrupted, *extra))
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original_save)
+    assert (interrupted / "checkpoint-15").is_dir() and not (interrupted / "model.safetensors").exists()
+    resumed = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, interrupted, *extra, "resume=true"))
+
+    expected = load_file(tmp_path / "straight" / "model.safetensors")
+    actual = load_file(interrupted / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        assert torch.allclose(expected[name], actual[name], atol=1e-6), name
+    assert resumed["eval"]["perplexity"] == pytest.approx(straight["eval"]["perplexity"], rel=1e-6)
+    assert resumed["eval"]["perplexity_before"] == straight["eval"]["perplexity_before"]  # fixed held-out masks
+
+
+def test_epoch_callback_sets_the_collator_epoch(en, tmp_path):
+    collator = MaskingCollator(en, seed=0)
+    callback = MaskingEpochCallback(collator)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none")
+    for epoch, expected in ((0.0, 0), (1.0, 1), (1.0 - 1e-12, 1), (1.4545, 1), (2.0, 2)):  # 1.4545: a resume
+        callback.on_epoch_begin(args, transformers.TrainerState(epoch=epoch), transformers.TrainerControl())
+        assert collator.epoch == expected, epoch
+    callback.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
+    persistent = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", dataloader_num_workers=1,
+                                                dataloader_persistent_workers=True)
+    with pytest.raises(BertkitError, match="persistent_workers"):  # workers would keep the first epoch's collator
+        callback.on_train_begin(persistent, transformers.TrainerState(), transformers.TrainerControl())
+    assert with_example_ids([{"input_ids": [1]}, {"input_ids": [2]}]) == [{"input_ids": [1], "example_id": 0},
+                                                                       {"input_ids": [2], "example_id": 1}]
 
 
 def test_masked_perplexity_weights_tokens_not_batches():
