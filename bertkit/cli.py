@@ -207,7 +207,7 @@ def inspect_command(
     max_length: int = typer.Option(128, "--max-length", help="The max_length you plan to train with."),
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
-    from .inspection import inspect_data
+    from .inspection import coverage_table, inspect_data
     from .training import summary_table
 
     report = inspect_data(train_file, dev, model, max_length)
@@ -220,6 +220,7 @@ def inspect_command(
         f"share over {max_length}": f"{tokens['over_max_length']:.1%}",
         "tokens kept by truncation": f"{tokens['tokens_kept_by_truncation']:.1%}",
         "[UNK] rate": f"{report['unknown_token_rate']:.2%}"})
+    summary_table(*coverage_table(report))
     quality = report["quality"]
     summary_table("quality", {**{f"train {k}": v for k, v in quality["train"].items() if not isinstance(v, list)},
                               "train/dev overlap": quality["train_dev_overlap"]})

@@ -1,5 +1,5 @@
 """`bertkit inspect`: a look at a dataset before training — labels, lengths in tokens, truncation, unknown tokens,
-empty and duplicate rows, train/dev overlap."""
+empty and duplicate rows, train/dev overlap, and what share of each document every long-document strategy keeps."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from .data import duplicate_and_overlap_report, load_split, read_table, resolve_columns
+from .long_docs import LongDocConfig, covered, plan_windows, short_segment_keep
 
 
 def label_distribution(dataset, labels) -> dict[str, int]:
@@ -45,8 +46,69 @@ def length_summary(lengths: np.ndarray, max_length: int) -> dict:
     }
 
 
+def strategy_settings(max_length: int, long_doc: LongDocConfig | None = None) -> dict[str, LongDocConfig]:
+    """The strategies inspect compares, by the name it shows. Values that do not fit this max_length (the default
+    head_tokens=128 at max_length=128, say) become a quarter of the room; the capped chunk row uses
+    long_doc.max_windows, or 4."""
+    base, room = long_doc or LongDocConfig(), max_length - 2
+    head = base.head_tokens if 0 <= base.head_tokens < room else room // 4
+    stride = base.stride if 0 <= base.stride < room else room // 4
+    cap = base.max_windows or 4
+    return {
+        "head": LongDocConfig("head"), "tail": LongDocConfig("tail"),
+        f"head_tail ({head} + {room - head})": LongDocConfig("head_tail", head_tokens=head),
+        f"chunk (stride {stride})": LongDocConfig("chunk", stride=stride),
+        f"chunk (stride {stride}, max {cap} windows)": LongDocConfig("chunk", stride=stride, max_windows=cap),
+    }
+
+
+def document_coverage(first_lengths: list[int], second_lengths: list[int] | None, max_length: int,
+                      cfg: LongDocConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per document: the share of its text tokens (both segments, special tokens not counted) that the strategy
+    puts in front of the model, how many rows (windows) it becomes, and how many tokens those rows hold in all."""
+    shares, rows_per_doc, tokens = [], [], []
+    for index, n_first in enumerate(first_lengths):
+        n_second = second_lengths[index] if second_lengths is not None else None
+        n_long, n_short = (n_first, 0) if n_second is None else (max(n_first, n_second), min(n_first, n_second))
+        room = max_length - (2 if n_second is None else 3)
+        short = short_segment_keep(n_short, room) if n_second is not None else 0
+        rows, _ = plan_windows(n_long, room - short, cfg)
+        shares.append((covered(rows) + short) / max(n_long + n_short, 1))
+        rows_per_doc.append(len(rows))
+        specials = max_length - room
+        tokens.append(sum(end - start for row in rows for start, end in row) + len(rows) * (short + specials))
+    return np.array(shares), np.array(rows_per_doc), np.array(tokens)
+
+
+def coverage_report(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int,
+                    long_doc: LongDocConfig | None = None) -> dict:
+    """For each strategy: mean share of a document's tokens kept, share of documents kept whole, windows per
+    document (mean / max), and tokens run through the model relative to plain truncation (the compute cost)."""
+    first = [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+    second = ([len(ids) for ids in tokenizer(pairs, add_special_tokens=False, verbose=False)["input_ids"]]
+              if pairs is not None else None)
+    report, head_tokens = {}, None
+    for name, cfg in strategy_settings(max_length, long_doc).items():
+        shares, rows, tokens = document_coverage(first, second, max_length, cfg)
+        head_tokens = tokens.sum() if head_tokens is None else head_tokens
+        report[name] = {"mean_share_kept": float(shares.mean()), "documents_whole": float((shares >= 1.0).mean()),
+                        "windows_mean": float(rows.mean()), "windows_max": int(rows.max()),
+                        "tokens_vs_head": float(tokens.sum() / max(head_tokens, 1))}
+    return report
+
+
+def coverage_table(report: dict) -> tuple[str, dict]:
+    """A title and rows for the CLI's summary table: kept share / documents whole / windows per document."""
+    rows = {name: f"{r['mean_share_kept']:.1%} kept, {r['documents_whole']:.1%} whole"
+                  + (f"; {r['windows_mean']:.1f} windows (max {r['windows_max']}), {r['tokens_vs_head']:.1f}x "
+                     "the tokens of head" if r["windows_max"] > 1 else "")
+            for name, r in report["long_doc"].items()}
+    return (f"long documents at max_length {report['max_length']}: mean share of each document's tokens kept, "
+            f"documents kept whole", rows)
+
+
 def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFAULT_MODEL, max_length: int = 128,
-                 column_overrides: dict | None = None) -> dict:
+                 column_overrides: dict | None = None, long_doc: LongDocConfig | None = None) -> dict:
     """The report `bertkit inspect` prints, as a dict."""
     has_labels = resolve_columns(read_table(train_path).column_names, train_path, require_label=False).label is not None
     train, columns, labels = load_split(train_path, column_overrides, None, require_label=has_labels)
@@ -60,10 +122,13 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
         "columns": {"text": columns.text, "text_pair": columns.text_pair, "label": columns.label},
         "label_kind": labels.kind if labels else None,
         "labels": label_distribution(train, labels),
+        "max_length": max_length,
         "tokens": length_summary(lengths, max_length),
+        "long_doc": coverage_report(tokenizer, texts, pairs, max_length, long_doc),
         "unknown_token_rate": unknown_rate(tokenizer, texts + (pairs or [])),
         "quality": duplicate_and_overlap_report(train, dev, columns),
     }
 
 
-__all__ = ["inspect_data", "label_distribution", "token_lengths", "unknown_rate", "length_summary"]
+__all__ = ["inspect_data", "label_distribution", "token_lengths", "unknown_rate", "length_summary",
+           "strategy_settings", "document_coverage", "coverage_report", "coverage_table"]

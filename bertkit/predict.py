@@ -1,11 +1,13 @@
 """`bertkit predict` and `bertkit evaluate` for classification models: load a run's output directory, read a file,
-and run the model in length-sorted batches under a token budget, giving results back in input order."""
+and run the model in length-sorted batches under a token budget, giving results back in input order. Long documents
+follow the run's saved `long_doc` settings: with strategy chunk each document's windows are batched like any other
+rows and their probabilities aggregated, so there is always one result per input document."""
 
 from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +19,12 @@ from .checkpoints import load_tokenizer, require_task
 from .classification import describe_prediction, probabilities, score
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
+from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
 from .modeling_bert import BertkitForSequenceClassification
 from .training import RUN_CONFIG_FILE, write_json
 
 CHUNK_ROWS = 2048  # rows tokenized and sorted together; bounds memory on large files
+LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (every strategy but head)
 
 
 @dataclass
@@ -30,6 +34,7 @@ class Classifier:
     labels: LabelSpace
     max_length: int
     column_overrides: dict
+    long_doc: LongDocConfig = field(default_factory=LongDocConfig)
 
 
 def load_classifier(model_dir: str) -> Classifier:
@@ -41,8 +46,19 @@ def load_classifier(model_dir: str) -> Classifier:
     data = run.get("data", {})
     max_length = data.get("max_length") or min(512, model.config.max_position_embeddings)
     overrides = {key: data.get(key) for key in ("text_column", "text_pair_column", "label_column")}
-    return Classifier(model, load_tokenizer(model_dir), LabelSpace.from_model_config(model.config), max_length,
-                      overrides)
+    labels = LabelSpace.from_model_config(model.config)
+    long_doc = _long_doc_config(run.get("long_doc"), model_dir)
+    long_doc.check(max_length, labels.kind)
+    return Classifier(model, load_tokenizer(model_dir), labels, max_length, overrides, long_doc)
+
+
+def _long_doc_config(saved: dict | None, model_dir: str) -> LongDocConfig:
+    """The run's long_doc settings (a model without them, or trained before they existed, truncates: head)."""
+    try:
+        return LongDocConfig(**(saved or {}))
+    except TypeError as error:
+        raise BertkitError(f"{Path(model_dir) / RUN_CONFIG_FILE}: long_doc has a key this bertkit does not know "
+                           f"({error}) — fix or remove it") from None
 
 
 def _run_config(model_dir: str) -> dict:
@@ -67,25 +83,30 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
 @torch.inference_mode()
 def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[str] | None,
                           batch_size: int = 64, progress: Progress | None = None, task=None) -> np.ndarray:
-    """(N, C) probabilities for the rows, in the order given."""
-    encoded = classifier.tokenizer(texts, pairs, truncation=True, max_length=classifier.max_length)
-    features = [{k: encoded[k][i] for k in encoded.keys()} for i in range(len(texts))]
+    """(N, C) probabilities for the N documents, in the order given; with long_doc.strategy=chunk, each document's
+    windows are run in the same token-budget batches as everything else and aggregated per document."""
+    long_doc = classifier.long_doc
+    windows = encode_documents(classifier.tokenizer, texts, pairs, classifier.max_length, long_doc)
+    warn_capped(windows, long_doc, "input")
+    features = windows.features()
     batches = token_budget_batches([len(f["input_ids"]) for f in features], batch_size * classifier.max_length,
                                    batch_size)
-    results = [None] * len(texts)
+    results = [None] * len(features)
     for batch_indices in batches:
         padded = classifier.tokenizer.pad([features[i] for i in batch_indices], return_tensors="pt")
         logits = classifier.model(**padded).logits.float().numpy()
         for row, index in enumerate(batch_indices):
             results[index] = logits[row]
-        if progress is not None:
-            progress.advance(task, len(batch_indices))
-    return probabilities(np.stack(results), classifier.labels.kind)
+        if progress is not None:  # in documents: windows count as their share of the documents
+            progress.advance(task, len(batch_indices) * len(texts) / len(features))
+    probs = probabilities(np.stack(results), classifier.labels.kind)
+    return probs if long_doc.strategy != "chunk" else aggregate(probs, windows.doc_ids, classifier.labels.kind,
+                                                                long_doc.aggregate)
 
 
-def _chunks(dataset, columns: ColumnMap):
-    for start in range(0, len(dataset), CHUNK_ROWS):
-        rows = dataset[start:start + CHUNK_ROWS]
+def _chunks(dataset, columns: ColumnMap, rows_per_chunk: int = CHUNK_ROWS):
+    for start in range(0, len(dataset), rows_per_chunk):
+        rows = dataset[start:start + rows_per_chunk]
         yield rows[columns.text], rows[columns.text_pair] if columns.text_pair else None
 
 
@@ -96,7 +117,7 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     writer = _RecordWriter(output_path, classifier.labels)
     with writer, Progress(transient=True) as progress:
         task = progress.add_task("predicting", total=len(dataset))
-        for texts, pairs in _chunks(dataset, columns):
+        for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier)):
             probs = predict_probabilities(classifier, texts, pairs, batch_size, progress, task)
             for text, row in zip(texts, probs):
                 writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold)})
@@ -110,11 +131,16 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     with Progress(transient=True) as progress:
         task = progress.add_task("evaluating", total=len(dataset))
         probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress, task)
-                                for texts, pairs in _chunks(dataset, columns)])
+                                for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier))])
     metrics = score(probs, list(dataset["labels"]), classifier.labels, classifier.labels.threshold)
     if output_path:
-        write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset), **metrics})
+        write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset),
+                                       "long_doc": classifier.long_doc.strategy, **metrics})
     return metrics
+
+
+def _rows_per_chunk(classifier: Classifier) -> int:
+    return CHUNK_ROWS if classifier.long_doc.strategy == "head" else LONG_DOC_CHUNK_ROWS
 
 
 class _RecordWriter:

@@ -2,10 +2,13 @@
 
     bertkit run classify data.train=data/en_sentiment/train.csv data.eval=data/en_sentiment/dev.csv
     bertkit run classify -c recipes/configs/classify/zh_sentiment.yaml train.learning_rate=3.0e-5 llrd=0.9
+    bertkit run classify -c recipes/configs/classify/long_docs.yaml long_doc.aggregate=max
 
 Columns and the label kind are detected from the files (override with data.text_column=..., data.label_kind=...).
 The label map comes from the training split and is saved in the model config; with a dev split the run evaluates
-every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it.
+every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it. Texts longer than
+data.max_length follow long_doc (bertkit/long_docs.py): truncation (head, tail, head_tail) or overlapping windows
+(chunk) whose predictions are aggregated per document, so dev metrics always count documents, never windows.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, probabilities, score,
-                                    tokenize_function)
+from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, document_probabilities,
+                                    encode_split, score)
 from bertkit.data import LabelSpace, load_split
 from bertkit.errors import BertkitError
+from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
                               summary_table, training_arguments)
@@ -45,7 +49,7 @@ class DataConfig:
     label_delimiter: str = ";"
     """Separator of several labels in one string cell (multi-label)."""
     max_length: int = 128
-    """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
+    """Tokens per example (per window), [CLS] and [SEP] included; longer texts follow long_doc.strategy."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Config:
     output_dir: str = "runs/classify"
     """Where checkpoints, the final model, metrics and plots go."""
     data: DataConfig = field(default_factory=DataConfig)
+    long_doc: LongDocConfig = field(default_factory=LongDocConfig)
+    """Texts longer than data.max_length: head / tail / head_tail truncation or chunk windows (saved for predict)."""
     pooling: Literal["cls", "mean"] = "cls"
     """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
     llrd: float = 1.0
@@ -78,12 +84,16 @@ class Config:
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
+    def __post_init__(self):  # `bertkit validate` catches settings that cannot fit max_length, before any loading
+        self.long_doc.check(self.data.max_length)
+
 
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
 
 
 def load_data(cfg: Config, tokenizer):
-    """Training and dev splits, tokenized, with labels encoded by the training split's label space."""
+    """Training and dev splits as model rows (one per window under long_doc.strategy=chunk, else one per example)
+    with labels encoded by the training split's label space, and a `doc_id` column: the example each row came from."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (csv, tsv, json, jsonl, parquet)")
     overrides = {"text_column": cfg.data.text_column, "text_pair_column": cfg.data.text_pair_column,
@@ -91,12 +101,16 @@ def load_data(cfg: Config, tokenizer):
     train, columns, labels = load_split(cfg.data.train, overrides, None, require_label=True,
                                         label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
     dev = load_split(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
-    tokenize = tokenize_function(tokenizer, columns, cfg.data.max_length)
-    splits = [split.map(tokenize, batched=True, remove_columns=split.column_names, desc=f"tokenizing {name}")
+    cfg.long_doc.check(cfg.data.max_length, labels.kind)
+    splits = [encode_split(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
     console.print(f"[bold]bertkit[/]: {len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
                   f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
                   f"{', '.join(labels.names) if labels.names else 'regression'}")
+    if cfg.long_doc.strategy == "chunk":
+        console.print(f"[bold]bertkit[/]: long_doc chunk: {len(splits[0])} train windows"
+                      f"{f' / {len(splits[1])} dev windows' if dev else ''} of {cfg.data.max_length} tokens, "
+                      f"stride {cfg.long_doc.stride}, {cfg.long_doc.aggregate} per document")
     return splits[0], splits[1], labels
 
 
@@ -112,20 +126,27 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     return model
 
 
-def final_evaluation(trainer, dev, labels: LabelSpace):
-    """Dev metrics of the final model; for multi-label, the threshold that maximises micro-F1 on dev first."""
+def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggregate: str):
+    """Dev metrics of the final model, per document (window predictions aggregated); for multi-label, the threshold
+    that maximises micro-F1 on dev first."""
     output = trainer.predict(dev, metric_key_prefix="eval")
-    probs = probabilities(output.predictions, labels.kind)
+    probs = document_probabilities(output.predictions, doc_ids, labels.kind, aggregate)
+    references = np.asarray(output.label_ids)[first_windows(doc_ids)]
     threshold = DEFAULT_THRESHOLD
     if labels.kind == "multi":
-        threshold = best_threshold(probs, np.asarray(output.label_ids).astype(int))
-    metrics = score(probs, output.label_ids, labels, threshold)
+        threshold = best_threshold(probs, references.astype(int))
+    metrics = score(probs, references, labels, threshold)
     files = {}
     if labels.kind == "single":
         predicted = probs.argmax(-1)
-        files["classification_report.txt"] = classification_report_text(output.label_ids, predicted, labels.names)
-        files["confusion_matrix.json"] = confusion_matrix_table(output.label_ids, predicted, labels.names)
+        files["classification_report.txt"] = classification_report_text(references, predicted, labels.names)
+        files["confusion_matrix.json"] = confusion_matrix_table(references, predicted, labels.names)
     return metrics, threshold, files
+
+
+def pop_doc_ids(split):
+    """The split without its doc_id column (the model must not see it), and the column as an array."""
+    return (split.remove_columns("doc_id"), np.asarray(split["doc_id"])) if split is not None else (None, None)
 
 
 def main(cfg: Config) -> dict:
@@ -134,6 +155,7 @@ def main(cfg: Config) -> dict:
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
+    (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
     model = build_model(cfg, model_path, labels)
     selection = SELECTION_METRIC[labels.kind]
     args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, selection)
@@ -143,11 +165,12 @@ def main(cfg: Config) -> dict:
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics_fn(labels), callbacks=callbacks,
+        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
 
-    metrics, threshold, files = final_evaluation(trainer, dev, labels) if dev is not None else ({}, None, {})
+    metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
+                                 if dev is not None else ({}, None, {}))
     if cfg.lora.enabled and cfg.lora.merge:
         trainer.model = trainer.model.merge_and_unload()
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
@@ -155,6 +178,8 @@ def main(cfg: Config) -> dict:
         labels.threshold = final_model.config.multi_label_threshold = threshold
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "threshold": threshold, "selection_metric": selection,
+               "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0,
+                        "dev_documents": len(first_windows(dev_docs)) if dev is not None else 0},
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "classify", results, selection, files)
     summary_table(f"classify: {labels.kind} labels, dev metrics", {
