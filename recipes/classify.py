@@ -28,8 +28,8 @@ from bertkit.data import LabelSpace, load_split
 from bertkit.errors import BertkitError
 from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
-                              summary_table, training_arguments)
+from bertkit.training import (LoraOptions, add_lora, finish_run, is_main_process, optimizer_with_llrd,
+                              resume_checkpoint, say, summary_table, training_arguments)
 
 
 @dataclass
@@ -104,13 +104,12 @@ def load_data(cfg: Config, tokenizer):
     cfg.long_doc.check(cfg.data.max_length, labels.kind)
     splits = [encode_split(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
-    console.print(f"[bold]bertkit[/]: {len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
-                  f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
-                  f"{', '.join(labels.names) if labels.names else 'regression'}")
+    say(f"{len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
+        f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
+        f"{', '.join(labels.names) if labels.names else 'regression'}")
     if cfg.long_doc.strategy == "chunk":
-        console.print(f"[bold]bertkit[/]: long_doc chunk: {len(splits[0])} train windows"
-                      f"{f' / {len(splits[1])} dev windows' if dev else ''} of {cfg.data.max_length} tokens, "
-                      f"stride {cfg.long_doc.stride}, {cfg.long_doc.aggregate} per document")
+        say(f"long_doc chunk: {len(splits[0])} train windows{f' / {len(splits[1])} dev windows' if dev else ''} "
+            f"of {cfg.data.max_length} tokens, stride {cfg.long_doc.stride}, {cfg.long_doc.aggregate} per document")
     return splits[0], splits[1], labels
 
 
@@ -135,7 +134,7 @@ def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggr
     threshold = DEFAULT_THRESHOLD
     if labels.kind == "multi":
         threshold = best_threshold(probs, references.astype(int))
-    metrics = score(probs, references, labels, threshold)
+    metrics = {**score(probs, references, labels, threshold), "documents": len(references)}
     files = {}
     if labels.kind == "single":
         predicted = probs.argmax(-1)
@@ -185,8 +184,8 @@ def main(cfg: Config) -> dict:
     summary_table(f"classify: {labels.kind} labels, dev metrics", {
         **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
         "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
-    if cfg.push:
+    if cfg.push and is_main_process():
         from bertkit.hub import push_model
 
-        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        say(f"pushed to {push_model(output_dir, cfg.push)}")
     return results

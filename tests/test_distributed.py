@@ -118,3 +118,21 @@ def test_mlm_two_processes_match_one(no_dropout_model_dir, tmp_path):
     assert double.stderr.count("mlm: held-out perplexity") == 1, double.stderr[-2000:]
     assert double.stderr.count("perplexity before training") == 1, double.stderr[-2000:]
     assert (tmp_path / "two" / "README.md").is_file()
+
+
+@pytest.mark.slow
+def test_chunked_evaluation_counts_each_document_once_across_processes(no_dropout_model_dir, tmp_path):
+    docs = [json.loads(line) for line in (ROOT / "data" / "long_docs" / "dev.jsonl").read_text().splitlines()]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(d) for d in docs[:12]) + "\n")
+    (tmp_path / "dev.jsonl").write_text("\n".join(json.dumps(d) for d in docs[12:19]) + "\n")  # 7: odd on purpose
+    args = ["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", f"data.train={tmp_path / 'train.jsonl'}",
+                                       f"data.eval={tmp_path / 'dev.jsonl'}", "long_doc.strategy=chunk",
+                                       "long_doc.stride=8", "long_doc.max_windows=3",
+                                       "train.per_device_train_batch_size=4", "train.num_train_epochs=1")]
+    double = launch(2, args)
+    assert double.returncode == 0, double.stderr[-3000:]
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert metrics["eval"]["documents"] == 7 == metrics["rows"]["dev_documents"]
+    single = launch(1, [a.replace(str(tmp_path / "two"), str(tmp_path / "one")) for a in args])
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert json.loads((tmp_path / "one" / "metrics.json").read_text())["eval"]["documents"] == 7
