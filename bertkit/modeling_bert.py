@@ -7,9 +7,22 @@ so stock BERT checkpoints load with no conversion and checkpoints saved here loa
 
 Attention dispatches through transformers' attention registry (eager / sdpa / flash where installed), and the
 padding mask is built once per forward.
+
+Unpadded execution (`config.unpad`, or `unpad=` per call; on by default). When a batch has padding, the encoder runs
+on its N real tokens only: embeddings' LayerNorm, every linear layer, every LayerNorm and the feed-forward see a
+packed (N, D) tensor. Attention scatters the packed q, k, v into padded (B_b, H, T_b, hd) layouts for the kernel,
+one per bucket of rows of similar length so that short rows are not padded to the longest (or, under
+flash-attention, keeps them packed and passes `cu_seqlens`); each sequence attends to itself only, exactly as in the
+padded path. What comes back is padded again: the real tokens' vectors equal the padded path's, and the
+padding positions of per-token outputs (last_hidden_state, hidden_states, MLM / token / QA logits) are zeros, where
+transformers would return values computed for the pad tokens. Inputs without padding, `output_attentions=True` and
+`unpad=False` take the padded path, which matches transformers everywhere, padding positions included. In training
+mode with labels, the MLM heads score only the labelled positions (see `_mlm_logits_and_loss`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +42,12 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
 from .configuration_bert import BertkitConfig
+from .padding import gather_tokens, length_buckets, pad_heads, pad_input, unpadding_indices
 
 IGNORE_INDEX = -100
+# Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
+# and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.
+ATTENTION_BUCKET_TOKENS = 32
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -48,11 +65,11 @@ class BertkitEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
+        """Ids (B, T) -> (B, T, D). Unpadded: ids (N,) with their position_ids (N,) -> (N, D)."""
         if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, D)
-        batch_size, seq_len = inputs_embeds.shape[:2]
-        if position_ids is None:
-            position_ids = torch.arange(seq_len, device=inputs_embeds.device).expand(batch_size, -1)
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, D) or (N, D)
+        if position_ids is None:  # (T,): the same positions for every row, broadcast over the batch
+            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
         if token_type_ids is None:  # segment A everywhere: add row 0 without materialising a (B, T) index tensor
             embeddings = inputs_embeds + self.token_type_embeddings.weight[0]
         else:
@@ -68,6 +85,68 @@ def eager_attention(module, query, key, value, attention_mask, scaling, dropout=
         scores = scores + attention_mask
     probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
     return torch.matmul(probs, value).transpose(1, 2), probs
+
+
+class AttentionBucket(NamedTuple):
+    """Rows of similar length that attend together in one padded (B_b, H, T_b, hd) layout."""
+
+    rows: torch.Tensor | None  # (B_b,) rows of the batch; None = all of them
+    tokens: torch.Tensor | None  # (N_b,) their real tokens' places in the packed order; None = all, in order
+    batch_index: torch.Tensor  # (N_b,) row of each token within the bucket
+    position_index: torch.Tensor  # (N_b,) column of each token
+    batch: int  # B_b
+    seqlen: int  # T_b
+
+
+class Unpadding(NamedTuple):
+    """Where a padded batch's N real tokens sit, computed once per forward from the (B, T) attention mask."""
+
+    indices: torch.Tensor  # (N,) into the flattened B*T positions
+    batch_index: torch.Tensor  # (N,) row of each real token
+    position_index: torch.Tensor  # (N,) column of each real token (its position id when none are given)
+    cu_seqlens: torch.Tensor  # (B+1,) int32 cumulative lengths, for varlen kernels
+    max_seqlen: int
+    batch: int  # B
+    seqlen: int  # T
+    buckets: tuple[AttentionBucket, ...] = ()  # how attention groups the rows; () = all rows in one (B, T) layout
+    bucket_order: torch.Tensor | None = None  # (N,): packed order from the buckets' concatenated tokens
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor) -> "Unpadding":
+        indices, cu_seqlens, max_seqlen = unpadding_indices(attention_mask)
+        batch, seqlen = attention_mask.shape
+        return cls(indices, indices // seqlen, indices % seqlen, cu_seqlens, max_seqlen, batch, seqlen)
+
+    def with_length_buckets(self, granularity: int) -> "Unpadding":
+        """The same, with the rows grouped into attention buckets of similar length (see `length_buckets`)."""
+        groups = length_buckets(self.cu_seqlens.diff(), granularity)
+        if len(groups) <= 1:
+            return self
+        bucket_of_row = torch.full((self.batch,), -1, dtype=torch.long, device=self.indices.device)  # (B,)
+        local_row = torch.zeros(self.batch, dtype=torch.long, device=self.indices.device)  # (B,)
+        for number, rows in enumerate(groups):
+            bucket_of_row[rows], local_row[rows] = number, torch.arange(len(rows), device=rows.device)
+        buckets = tuple(self._bucket(rows, torch.nonzero(bucket_of_row[self.batch_index] == number).flatten(),
+                                     local_row) for number, rows in enumerate(groups))
+        order = torch.argsort(torch.cat([bucket.tokens for bucket in buckets]))  # (N,)
+        return self._replace(buckets=buckets, bucket_order=order)
+
+    def _bucket(self, rows, tokens, local_row) -> AttentionBucket:
+        positions = self.position_index[tokens]  # (N_b,)
+        width = int(positions.max()) + 1  # the longest row (or, left-padded, the rightmost real token)
+        return AttentionBucket(rows, tokens, local_row[self.batch_index[tokens]], positions, len(rows), width)
+
+    def attention_buckets(self) -> tuple[AttentionBucket, ...]:
+        whole = AttentionBucket(None, None, self.batch_index, self.position_index, self.batch, self.seqlen)
+        return self.buckets or (whole,)
+
+    def pack(self, tensor):
+        """(B, T, ...) -> (N, ...); None stays None."""
+        return None if tensor is None else gather_tokens(tensor, self.indices)
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros at padding."""
+        return pad_input(packed, self.indices, self.batch, self.seqlen)
 
 
 class BertkitSelfAttention(nn.Module):
@@ -86,14 +165,52 @@ class BertkitSelfAttention(nn.Module):
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:2], -1, self.head_dim).transpose(1, 2)  # (B, T, D) -> (B, H, T, hd)
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, unpadding=None):
+        if unpadding is not None:
+            return self._forward_unpadded(hidden_states, attention_mask, unpadding), None
         q, k, v = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
         implementation = "eager" if output_attentions else self.config._attn_implementation
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
-        context, probs = attention(
-            self, q, k, v, attention_mask, scaling=self.scaling, dropout=self.dropout.p if self.training else 0.0
-        )
+        context, probs = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
         return context.reshape(*hidden_states.shape[:2], -1), probs  # (B, T, H, hd) -> (B, T, D)
+
+    def _dropout_p(self) -> float:
+        return self.dropout.p if self.training else 0.0
+
+    def _forward_unpadded(self, hidden_states, attention_mask, unpadding: Unpadding) -> torch.Tensor:
+        """hidden_states (N, D), the real tokens only -> context (N, D). Each sequence attends to itself only: the
+        packed q, k, v are scattered into a padded (B, H, T, hd) layout and the padding mask hides the pad keys."""
+        num_tokens = hidden_states.shape[0]
+        q, k, v = (proj(hidden_states).view(num_tokens, -1, self.head_dim)  # (N, D) -> (N, H, hd)
+                   for proj in (self.query, self.key, self.value))
+        implementation = self.config._attn_implementation
+        if implementation.startswith("flash_attention"):
+            return self._attend_varlen(q, k, v, unpadding, implementation)
+        pieces = [self._attend_bucket(q, k, v, attention_mask, bucket, implementation)
+                  for bucket in unpadding.attention_buckets()]
+        context = pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
+        return context.reshape(num_tokens, -1)  # (N, H, hd) -> (N, D)
+
+    def _attend_bucket(self, q, k, v, attention_mask, bucket: AttentionBucket, implementation) -> torch.Tensor:
+        """Attention for one bucket of rows. q, k, v (N, H, hd) packed -> the bucket's context (N_b, H, hd)."""
+        if bucket.tokens is not None:
+            q, k, v = q[bucket.tokens], k[bucket.tokens], v[bucket.tokens]  # (N_b, H, hd)
+        if bucket.rows is not None and attention_mask is not None:
+            attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
+        layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
+        q, k, v = (pad_heads(x, *layout) for x in (q, k, v))  # (N_b, H, hd) -> (B_b, H, T_b, hd), zeros at padding
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
+        context, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
+        return context[bucket.batch_index, bucket.position_index]  # (B_b, T_b, H, hd) -> (N_b, H, hd)
+
+    def _attend_varlen(self, q, k, v, unpadding: Unpadding, implementation: str) -> torch.Tensor:
+        """flash-attention's varlen kernel reads the packed tokens and the sequence boundaries (`cu_seqlens`)."""
+        q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (N, H, hd) -> (1, H, N, hd)
+        boundaries = {"cu_seq_lens_q": unpadding.cu_seqlens, "cu_seq_lens_k": unpadding.cu_seqlens,
+                      "max_length_q": unpadding.max_seqlen, "max_length_k": unpadding.max_seqlen}
+        attention = ALL_ATTENTION_FUNCTIONS[implementation]
+        context, _ = attention(self, q, k, v, None, scaling=self.scaling, dropout=self._dropout_p(), **boundaries)
+        return context.reshape(q.shape[2], -1)  # (1, N, H, hd) -> (N, D)
 
 
 class BertkitSelfOutput(nn.Module):
@@ -115,8 +232,8 @@ class BertkitAttention(nn.Module):
         self.self = BertkitSelfAttention(config)
         self.output = BertkitSelfOutput(config, config.hidden_size)
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
-        context, probs = self.self(hidden_states, attention_mask, output_attentions)
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, unpadding=None):
+        context, probs = self.self(hidden_states, attention_mask, output_attentions, unpadding)
         return self.output(context, hidden_states), probs
 
 
@@ -137,8 +254,9 @@ class BertkitLayer(nn.Module):
         self.intermediate = BertkitIntermediate(config)
         self.output = BertkitSelfOutput(config, config.intermediate_size)  # same shape as BERT's "BertOutput"
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
-        attended, probs = self.attention(hidden_states, attention_mask, output_attentions)
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, unpadding=None):
+        """hidden_states (B, T, D), or (N, D) with `unpadding` saying where those N real tokens sit."""
+        attended, probs = self.attention(hidden_states, attention_mask, output_attentions, unpadding)
         return self.output(self.intermediate(attended), attended), probs
 
 
@@ -148,18 +266,21 @@ class BertkitEncoder(nn.Module):
         self.layer = nn.ModuleList([BertkitLayer(config) for _ in range(config.num_hidden_layers)])
         self.gradient_checkpointing = False  # switched on by PreTrainedModel.gradient_checkpointing_enable()
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False):
-        all_hidden = [hidden_states] if output_hidden_states else None
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False,
+                unpadding=None):
+        """Hidden states collected for `output_hidden_states` are (B, T, D), re-padded when running unpadded."""
+        repad = unpadding.unpack if unpadding is not None else (lambda hidden: hidden)
+        all_hidden = [repad(hidden_states)] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for layer in self.layer:
             if self.gradient_checkpointing and self.training:
                 hidden_states, probs = self._gradient_checkpointing_func(
-                    layer.__call__, hidden_states, attention_mask, output_attentions
+                    layer.__call__, hidden_states, attention_mask, output_attentions, unpadding
                 )
             else:
-                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, unpadding)
             if output_hidden_states:
-                all_hidden.append(hidden_states)
+                all_hidden.append(repad(hidden_states))
             if output_attentions:
                 all_attentions.append(probs)
         return hidden_states, _tuple_or_none(all_hidden), _tuple_or_none(all_attentions)
@@ -204,9 +325,25 @@ class BertkitPreTrainedModel(PreTrainedModel):
     def _run_options(self, kwargs) -> dict:
         """output_attentions / output_hidden_states from the call, else from the config."""
         return {
-            "output_attentions": bool(kwargs.get("output_attentions", self.config.output_attentions)),
-            "output_hidden_states": bool(kwargs.get("output_hidden_states", self.config.output_hidden_states)),
+            "output_attentions": bool(_call_or_config(kwargs, "output_attentions", self.config)),
+            "output_hidden_states": bool(_call_or_config(kwargs, "output_hidden_states", self.config)),
         }
+
+    def unpadding(self, attention_mask, **kwargs) -> Unpadding | None:
+        """Where the real tokens are, if this call runs unpadded; None if it takes the padded path.
+
+        Unpadded when unpadding is enabled (`unpad=` in the call, else `config.unpad`), the mask is a (B, T) mask
+        with at least one padding position, and attention probabilities are not requested."""
+        if attention_mask is None or attention_mask.dim() != 2 or not _call_or_config(kwargs, "unpad", self.config):
+            return None
+        if _call_or_config(kwargs, "output_attentions", self.config) or bool(attention_mask.all()):
+            return None
+        return Unpadding.from_mask(attention_mask)
+
+
+def _call_or_config(kwargs, name, config):
+    value = kwargs.get(name)
+    return getattr(config, name, True) if value is None else value
 
 
 def _maybe_tuple(output, kwargs):
@@ -240,9 +377,19 @@ class BertkitModel(BertkitPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         options = self._run_options(kwargs)
-        embedded = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, D)
-        mask = self._attention_mask(attention_mask, embedded, options["output_attentions"])
-        hidden, all_hidden, all_attentions = self.encoder(embedded, mask, **options)
+        unpadding = self.unpadding(attention_mask, **kwargs)
+        if unpadding is not None and self.config._attn_implementation in ("sdpa", "eager"):  # masks are tensors
+            unpadding = unpadding.with_length_buckets(ATTENTION_BUCKET_TOKENS)
+        if unpadding is None:
+            embedded = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, D)
+            mask = self._attention_mask(attention_mask, embedded, options["output_attentions"])
+            hidden, all_hidden, all_attentions = self.encoder(embedded, mask, **options)
+        else:
+            embedded = self._embed_unpadded(unpadding, input_ids, token_type_ids, position_ids, inputs_embeds)
+            shape_only = embedded.new_empty((unpadding.batch, unpadding.seqlen, 0))  # (B, T, 0): the mask's metadata
+            mask = self._attention_mask(attention_mask, shape_only, output_attentions=False)
+            hidden, all_hidden, all_attentions = self.encoder(embedded, mask, unpadding=unpadding, **options)
+            hidden = unpadding.unpack(hidden)  # (N, D) -> (B, T, D), zeros at padding
         output = BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=hidden,
             pooler_output=self.pooler(hidden) if self.pooler is not None else None,
@@ -251,12 +398,27 @@ class BertkitModel(BertkitPreTrainedModel):
         )
         return _maybe_tuple(output, kwargs)
 
+    def _embed_unpadded(self, unpadding, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        """Embeddings of the real tokens only: (N, D)."""
+        if position_ids is None:
+            position_ids = unpadding.position_index  # (N,): the column each token sits in, as the padded path
+        else:
+            position_ids = unpadding.pack(position_ids.expand(unpadding.batch, -1))  # (B, T) or (1, T) -> (N,)
+        packed = [unpadding.pack(tensor) for tensor in (input_ids, token_type_ids, inputs_embeds)]
+        return self.embeddings(packed[0], packed[1], position_ids, packed[2])
+
     def _attention_mask(self, attention_mask, embedded, output_attentions):
-        """The padding mask in the form the attention backend wants, built once for all layers (None if no padding)."""
+        """The padding mask in the form the attention backend wants, built once for all layers (None if no padding).
+
+        A (B, T) padding mask masks the same keys for every query, so a 4-D result is cut to (B, 1, 1, T) and
+        broadcast: the same numbers, and the CPU sdpa kernel runs faster than with a materialised (B, 1, T, T)."""
         config = self.config
         if output_attentions and config._attn_implementation != "eager":
             config = _with_attn_implementation(config, "eager")
-        return create_bidirectional_mask(config=config, inputs_embeds=embedded, attention_mask=attention_mask)
+        mask = create_bidirectional_mask(config=config, inputs_embeds=embedded, attention_mask=attention_mask)
+        if torch.is_tensor(mask) and mask.dim() == 4 and attention_mask is not None and attention_mask.dim() == 2:
+            mask = mask[:, :, :1]  # (B, 1, T, T) -> (B, 1, 1, T)
+        return mask
 
 
 def _with_attn_implementation(config, implementation):
@@ -390,12 +552,11 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
                 inputs_embeds=None, labels=None, next_sentence_label=None, **kwargs) -> BertForPreTrainingOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                             **_encoder_kwargs(kwargs))
-        prediction_logits, nsp_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
-        loss = None
-        if labels is not None:
-            loss = token_cross_entropy(prediction_logits, labels, kwargs.get("num_items_in_batch"))
-            if next_sentence_label is not None:
-                loss = loss + self._nsp_loss(nsp_logits, next_sentence_label, labels, kwargs.get("num_items_in_batch"))
+        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+        prediction_logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
+        nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
+        if labels is not None and next_sentence_label is not None:
+            loss = loss + self._nsp_loss(nsp_logits, next_sentence_label, labels, kwargs.get("num_items_in_batch"))
         output = BertForPreTrainingOutput(loss=loss, prediction_logits=prediction_logits,
                                           seq_relationship_logits=nsp_logits,
                                           hidden_states=outputs.hidden_states, attentions=outputs.attentions)
@@ -411,7 +572,33 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         return loss * _normalise(mlm_labels.ne(IGNORE_INDEX).sum().float(), None, num_items_in_batch)
 
 
+def _mlm_logits_and_loss(model, hidden_states, labels, unpadding, kwargs):
+    """Vocabulary logits and the MLM loss. In training with labels only the labelled positions are scored: logits
+    are then (M, V) for the M positions with labels != -100, in row-major order (`labels[labels != -100]`), which
+    skips most of the largest matmul. Otherwise (B, T, V), computed on the real tokens only when unpadded."""
+    num_items_in_batch = kwargs.get("num_items_in_batch")
+    if labels is None:
+        return _per_token(model.cls.predictions, hidden_states, unpadding), None
+    labels = labels.to(hidden_states.device)
+    if model.training:
+        selected = labels.ne(IGNORE_INDEX)  # (B, T)
+        logits = model.cls.predictions(hidden_states[selected])  # (M, D) -> (M, V)
+        return logits, token_cross_entropy(logits, labels[selected], num_items_in_batch)
+    logits = _per_token(model.cls.predictions, hidden_states, unpadding)  # (B, T, V)
+    return logits, token_cross_entropy(logits, labels, num_items_in_batch)
+
+
+def _per_token(head, hidden_states, unpadding):
+    """A per-token head. (B, T, D) -> (B, T, C); unpadded: applied to the real tokens only, zeros at padding."""
+    if unpadding is None:
+        return head(hidden_states)
+    return unpadding.unpack(head(unpadding.pack(hidden_states)))  # (B, T, D) -> (N, D) -> (N, C) -> (B, T, C)
+
+
 class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
+    """Masked language modelling. In training mode with `labels`, `logits` holds only the labelled positions
+    ((M, V), see `_mlm_logits_and_loss`); in eval mode, as in Trainer's prediction loop, it is (B, T, V)."""
+
     _tied_weights_keys = _TIED_MLM_WEIGHTS
 
     def __init__(self, config: BertkitConfig):
@@ -424,8 +611,8 @@ class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
                 inputs_embeds=None, labels=None, **kwargs) -> MaskedLMOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                             **_encoder_kwargs(kwargs))
-        logits = self.cls(outputs.last_hidden_state)  # (B, T, V)
-        loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
+        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+        logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
         output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                 attentions=outputs.attentions)
         return _maybe_tuple(output, kwargs)
@@ -433,7 +620,7 @@ class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
 
 def _encoder_kwargs(kwargs) -> dict:
     """What a head forwards to the encoder: the output switches, never loss kwargs or return_dict."""
-    return {k: kwargs[k] for k in ("output_attentions", "output_hidden_states") if k in kwargs}
+    return {k: kwargs[k] for k in ("output_attentions", "output_hidden_states", "unpad") if k in kwargs}
 
 
 def _classifier_dropout(config: BertkitConfig) -> nn.Dropout:
@@ -492,15 +679,23 @@ class BertkitForTokenClassification(BertkitPreTrainedModel):
                 inputs_embeds=None, labels=None, **kwargs) -> TokenClassifierOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                             **_encoder_kwargs(kwargs))
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+        logits = _per_token(self._classify, outputs.last_hidden_state, unpadding)  # (B, T, num_labels)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
         return _maybe_tuple(output, kwargs)
 
+    def _classify(self, hidden_states):
+        return self.classifier(self.dropout(hidden_states))
+
 
 class BertkitForQuestionAnswering(BertkitPreTrainedModel):
     """Span extraction: start and end logits per token. Positions outside the sequence are ignored in the loss.
+
+    The loss is the cross-entropy of the returned logits over all T positions, as in transformers. Unpadded, the pad
+    tokens' logits are 0 (transformers computes values for them), so with padding the loss differs from the padded
+    path's; `unpad=False` gives transformers' loss exactly.
 
     The batch has no `labels` key, so Trainer passes no `num_items_in_batch` and divides by the accumulation steps
     itself; a per-micro-batch mean is then exact for equal micro-batches."""
@@ -516,7 +711,8 @@ class BertkitForQuestionAnswering(BertkitPreTrainedModel):
                 inputs_embeds=None, start_positions=None, end_positions=None, **kwargs) -> QuestionAnsweringModelOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                             **_encoder_kwargs(kwargs))
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+        logits = _per_token(self.qa_outputs, outputs.last_hidden_state, unpadding)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:

