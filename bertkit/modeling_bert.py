@@ -47,7 +47,7 @@ from .padding import gather_tokens, length_buckets, pad_heads, pad_input, unpadd
 IGNORE_INDEX = -100
 # Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
 # and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.
-ATTENTION_BUCKET_TOKENS = 32
+ATTENTION_BUCKET_TOKENS = 64
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -179,26 +179,29 @@ class BertkitSelfAttention(nn.Module):
 
     def _forward_unpadded(self, hidden_states, attention_mask, unpadding: Unpadding) -> torch.Tensor:
         """hidden_states (N, D), the real tokens only -> context (N, D). Each sequence attends to itself only: the
-        packed q, k, v are scattered into a padded (B, H, T, hd) layout and the padding mask hides the pad keys."""
+        packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per bucket of rows of similar
+        length, and the padding mask hides the pad keys."""
         num_tokens = hidden_states.shape[0]
-        q, k, v = (proj(hidden_states).view(num_tokens, -1, self.head_dim)  # (N, D) -> (N, H, hd)
-                   for proj in (self.query, self.key, self.value))
+        q, k, v = (proj(hidden_states) for proj in (self.query, self.key, self.value))  # (N, D) each
         implementation = self.config._attn_implementation
         if implementation.startswith("flash_attention"):
-            return self._attend_varlen(q, k, v, unpadding, implementation)
-        pieces = [self._attend_bucket(q, k, v, attention_mask, bucket, implementation)
+            return self._attend_varlen(*(x.view(num_tokens, -1, self.head_dim) for x in (q, k, v)), unpadding,
+                                       implementation)
+        qkv = torch.cat((q, k, v), dim=-1).view(num_tokens, -1, self.head_dim)  # (N, 3D) -> (N, 3H, hd): one scatter
+        pieces = [self._attend_bucket(qkv, attention_mask, bucket, implementation)
                   for bucket in unpadding.attention_buckets()]
         context = pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
         return context.reshape(num_tokens, -1)  # (N, H, hd) -> (N, D)
 
-    def _attend_bucket(self, q, k, v, attention_mask, bucket: AttentionBucket, implementation) -> torch.Tensor:
-        """Attention for one bucket of rows. q, k, v (N, H, hd) packed -> the bucket's context (N_b, H, hd)."""
+    def _attend_bucket(self, qkv, attention_mask, bucket: AttentionBucket, implementation) -> torch.Tensor:
+        """Attention for one bucket of rows. qkv (N, 3H, hd) packed -> the bucket's context (N_b, H, hd)."""
         if bucket.tokens is not None:
-            q, k, v = q[bucket.tokens], k[bucket.tokens], v[bucket.tokens]  # (N_b, H, hd)
+            qkv = qkv[bucket.tokens]  # (N_b, 3H, hd)
         if bucket.rows is not None and attention_mask is not None:
             attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
         layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
-        q, k, v = (pad_heads(x, *layout) for x in (q, k, v))  # (N_b, H, hd) -> (B_b, H, T_b, hd), zeros at padding
+        padded = pad_heads(qkv, *layout)  # (N_b, 3H, hd) -> (B_b, 3H, T_b, hd), zeros at padding
+        q, k, v = padded.chunk(3, dim=1)  # 3 x (B_b, H, T_b, hd)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
         context, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
         return context[bucket.batch_index, bucket.position_index]  # (B_b, T_b, H, hd) -> (N_b, H, hd)
