@@ -41,3 +41,29 @@ def tiny_model_dir(tmp_path_factory, minilm_dir):
     transformers.BertModel(config).save_pretrained(path)
     transformers.AutoTokenizer.from_pretrained(minilm_dir).save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a test module of tiny models: on 2 cores shared with other processes, two threads
+    fighting over them make tiny matmuls about 10x slower. Use with `pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_zh_model_dir(tmp_path_factory):
+    """A tiny random BERT with the real bert-base-chinese vocabulary and tokenizer."""
+    import transformers
+
+    from bertkit.tokenization import chinese_bert_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny-zh-bert")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=21128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=128)
+    transformers.BertModel(config).save_pretrained(path)
+    chinese_bert_tokenizer().save_pretrained(path)
+    return str(path)

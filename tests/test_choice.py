@@ -23,13 +23,7 @@ runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data" / "choice"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """2 shared cores: one intra-op thread per test process avoids oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_bert(path, vocab_size: int, tokenizer) -> str:

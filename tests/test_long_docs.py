@@ -28,13 +28,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "long_docs"
 NUMBERS = " ".join(str(i) for i in range(100, 130))  # 30 words, one token each in the uncased BERT vocab
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models on a shared 2-core machine: one thread is ~10x faster than two fighting other processes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

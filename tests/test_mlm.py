@@ -34,13 +34,7 @@ ZH_CORPUS = str(ROOT / "data" / "corpus" / "zh_legal.txt")
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matmuls on a shared 2-core machine run ~10x faster on one OpenMP thread than on two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

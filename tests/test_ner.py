@@ -18,31 +18,12 @@ from bertkit.errors import BertkitError
 from bertkit.ner import (ReadOptions, Sentence, Tagger, build_windows, entities_from_tags, label_names,
                          predict_word_probabilities, read_ner_file, read_texts, repair_tags, scheme_violations,
                          spans_to_tags, split_words, stitch_windows, tags_to_spans, window_spans)
-from bertkit.tokenization import chinese_bert_tokenizer
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data" / "ner"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """2 shared cores: one intra-op thread per test process avoids oversubscription (a 20x slowdown here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def zh_model_dir(tmp_path_factory):
-    """A tiny random BERT with the real bert-base-chinese vocabulary and tokenizer."""
-    path = tmp_path_factory.mktemp("tiny-zh-bert")
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=21128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=128)
-    transformers.BertModel(config).save_pretrained(path)
-    chinese_bert_tokenizer().save_pretrained(path)
-    return str(path)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def head_lines(source: Path, target: Path, sentences: int) -> str:
@@ -324,11 +305,11 @@ def test_resume_continues_from_the_last_checkpoint(tiny_model_dir, tmp_path):
     assert [e["step"] for e in state["log_history"] if "eval_f1" in e] == [2, 4]
 
 
-def test_chinese_cli_run_predict_evaluate(zh_model_dir, tmp_path):
+def test_chinese_cli_run_predict_evaluate(tiny_zh_model_dir, tmp_path):
     train = head_lines(DATA / "zh" / "train.jsonl", tmp_path / "train.jsonl", 80)
     dev = head_lines(DATA / "zh" / "dev.jsonl", tmp_path / "dev.jsonl", 20)
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "ner", *base_overrides(zh_model_dir, train, dev, out, "data.split=chars",
+    result = runner.invoke(app, ["run", "ner", *base_overrides(tiny_zh_model_dir, train, dev, out, "data.split=chars",
                                                                "data.max_length=12", "data.stride=4",
                                                                "train.num_train_epochs=3")])
     assert result.exit_code == 0, result.output

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import transformers
 from safetensors.torch import load_file
 from typer.testing import CliRunner
@@ -30,18 +29,6 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def en_tokenizer(tiny_model_dir):
     return transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
-def tiny_zh_model_dir(tmp_path_factory):
-    """A tiny random BERT with bert-base-chinese's real vocabulary and tokenizer."""
-    path = tmp_path_factory.mktemp("tiny-zh-bert")
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=21128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=128)
-    transformers.BertModel(config).save_pretrained(path)
-    chinese_bert_tokenizer().save_pretrained(path)
-    return str(path)
 
 
 TOWNS = ["Alder", "Brook", "Cedar", "Dover", "Elm", "Fern", "Glen", "Heath", "Ivy", "Jasper", "Kent", "Larch"]
