@@ -51,6 +51,42 @@ ATTENTION_BUCKET_TOKENS = 64
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Dropout
+# ----------------------------------------------------------------------------------------------------------------
+
+RANDOM_BITS = 16  # a CPU dropout mask draws this many random bits per element
+
+
+def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """Inverted dropout, as `F.dropout`, with a cheaper random mask on CPU.
+
+    torch's CPU dropout draws one random number per element (`bernoulli_`), about a fifth of a BERT training step
+    here. This draws 64 random bits per 4 elements and drops an element when its 16 bits fall under
+    round(p * 2^16): p is kept to within 2^-17, and the kept values are scaled by 1 / (1 - that exact rate), so the
+    expectation is unchanged. Other devices, and rates too close to 0 or 1 for 16 bits, use `F.dropout`."""
+    if not training or p == 0.0:
+        return x
+    dropped = round(p * 2**RANDOM_BITS)
+    if x.device.type != "cpu" or not 0 < dropped < 2**RANDOM_BITS:
+        return F.dropout(x, p, training=True)
+    keep = random_int16(x.numel(), x.device).view(x.shape) >= dropped - 2 ** (RANDOM_BITS - 1)  # (x.shape) bool
+    return x * keep.to(x.dtype).mul_(2**RANDOM_BITS / (2**RANDOM_BITS - dropped))
+
+
+def random_int16(count: int, device) -> torch.Tensor:
+    """`count` uniform random int16, four from each 64-bit draw of torch's generator (so torch.manual_seed rules)."""
+    draws = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=device)
+    return draws.view(torch.int16)[:count]
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout through `fast_dropout` (the same `p`, `training` and state dict)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_dropout(x, self.p, self.training)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Encoder
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -62,7 +98,7 @@ class BertkitEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
         """Ids (B, T) -> (B, T, D). Unpadded: ids (N,) with their position_ids (N,) -> (N, D)."""
@@ -79,11 +115,15 @@ class BertkitEmbeddings(nn.Module):
 
 
 def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Plain softmax attention. q, k, v: (B, H, T, hd); mask: additive (B, 1, T, T) or None. Returns (B, T, H, hd)."""
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, T, T)
+    """Plain softmax attention. q, k, v: (B, H, T, hd); mask broadcastable to (B, 1, T, T): additive, or boolean
+    (True = attend, as sdpa takes it), or None. Returns the context (B, T, H, hd) and the probabilities."""
+    scores = torch.matmul(query * scaling, key.transpose(2, 3))  # (B, H, T, T); scaling q costs T / hd times less
+    if attention_mask is not None and attention_mask.dtype == torch.bool:  # an additive mask's backward is free
+        attention_mask = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(
+            ~attention_mask, torch.finfo(scores.dtype).min)
     if attention_mask is not None:
         scores = scores + attention_mask
-    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+    probs = fast_dropout(scores.softmax(dim=-1), dropout, module.training)
     return torch.matmul(probs, value).transpose(1, 2), probs
 
 
@@ -160,7 +200,7 @@ class BertkitSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:2], -1, self.head_dim).transpose(1, 2)  # (B, T, D) -> (B, H, T, hd)
@@ -168,26 +208,42 @@ class BertkitSelfAttention(nn.Module):
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, unpadding=None):
         if unpadding is not None:
             return self._forward_unpadded(hidden_states, attention_mask, unpadding), None
-        q, k, v = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
-        implementation = "eager" if output_attentions else self.config._attn_implementation
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
+        q, k, v = (self.split_heads(x) for x in self.project_qkv(hidden_states).chunk(3, dim=-1))
+        attention = self._attention_function("eager" if output_attentions else self.config._attn_implementation, q)
         context, probs = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
         return context.reshape(*hidden_states.shape[:2], -1), probs  # (B, T, H, hd) -> (B, T, D)
 
+    def project_qkv(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Query, key and value side by side: (..., D) -> (..., 3D). One matmul with the three weights stacked, which
+        runs faster than three (and casts the input once under autocast), unless a projection is not a plain
+        nn.Linear (a LoRA or quantised wrapper): then each runs as itself."""
+        projections = (self.query, self.key, self.value)
+        if all(type(proj) is nn.Linear for proj in projections):
+            weight = torch.cat([proj.weight for proj in projections])  # (3D, D)
+            bias = torch.cat([proj.bias for proj in projections])  # (3D,)
+            return F.linear(hidden_states, weight, bias)
+        return torch.cat([proj(hidden_states) for proj in projections], dim=-1)
+
     def _dropout_p(self) -> float:
         return self.dropout.p if self.training else 0.0
+
+    def _attention_function(self, implementation: str, query: torch.Tensor):
+        """The registry's kernel for `implementation`, but `eager_attention` for sdpa on CPU with attention dropout:
+        CPU sdpa has no fused kernel with dropout and falls back to the same unfused arithmetic as eager, only with
+        torch's slower dropout mask (see `fast_dropout`)."""
+        if implementation == "sdpa" and self._dropout_p() > 0 and query.device.type == "cpu":
+            return eager_attention
+        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
 
     def _forward_unpadded(self, hidden_states, attention_mask, unpadding: Unpadding) -> torch.Tensor:
         """hidden_states (N, D), the real tokens only -> context (N, D). Each sequence attends to itself only: the
         packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per bucket of rows of similar
         length, and the padding mask hides the pad keys."""
         num_tokens = hidden_states.shape[0]
-        q, k, v = (proj(hidden_states) for proj in (self.query, self.key, self.value))  # (N, D) each
+        qkv = self.project_qkv(hidden_states).view(num_tokens, -1, self.head_dim)  # (N, 3D) -> (N, 3H, hd)
         implementation = self.config._attn_implementation
         if implementation.startswith("flash_attention"):
-            return self._attend_varlen(*(x.view(num_tokens, -1, self.head_dim) for x in (q, k, v)), unpadding,
-                                       implementation)
-        qkv = torch.cat((q, k, v), dim=-1).view(num_tokens, -1, self.head_dim)  # (N, 3D) -> (N, 3H, hd): one scatter
+            return self._attend_varlen(*qkv.chunk(3, dim=1), unpadding, implementation)  # 3 x (N, H, hd)
         pieces = [self._attend_bucket(qkv, attention_mask, bucket, implementation)
                   for bucket in unpadding.attention_buckets()]
         context = pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
@@ -202,7 +258,7 @@ class BertkitSelfAttention(nn.Module):
         layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
         padded = pad_heads(qkv, *layout)  # (N_b, 3H, hd) -> (B_b, 3H, T_b, hd), zeros at padding
         q, k, v = padded.chunk(3, dim=1)  # 3 x (B_b, H, T_b, hd)
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
+        attention = self._attention_function(implementation, q)
         context, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
         return context[bucket.batch_index, bucket.position_index]  # (B_b, T_b, H, hd) -> (N_b, H, hd)
 
@@ -223,7 +279,7 @@ class BertkitSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
@@ -626,9 +682,9 @@ def _encoder_kwargs(kwargs) -> dict:
     return {k: kwargs[k] for k in ("output_attentions", "output_hidden_states", "unpad") if k in kwargs}
 
 
-def _classifier_dropout(config: BertkitConfig) -> nn.Dropout:
+def _classifier_dropout(config: BertkitConfig) -> Dropout:
     rate = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-    return nn.Dropout(rate)
+    return Dropout(rate)
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

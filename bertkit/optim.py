@@ -64,11 +64,23 @@ def llrd_param_groups(model: nn.Module, base_lr: float, decay: float = 1.0, head
     ]
 
 
+# TrainingArguments.optim values an LLRD AdamW can honour -> whether torch's fused kernel runs the step (one pass
+# over all parameters instead of about a dozen tensor ops per parameter; transformers' default).
+ADAMW_OPTIMS = {"adamw_torch": False, "adamw_torch_fused": True}
+
+
+def optim_name(train_args) -> str:
+    return str(getattr(train_args.optim, "value", train_args.optim))
+
+
 def build_optimizer(model: nn.Module, train_args, decay: float = 1.0, head_lr: float | None = None):
-    """AdamW over LLRD groups, with the betas / eps / weight decay of the `TrainingArguments`."""
+    """AdamW over LLRD groups, with the betas / eps / weight decay of the `TrainingArguments`, fused as
+    `train_args.optim` asks (adamw_torch_fused or adamw_torch)."""
+    if optim_name(train_args) not in ADAMW_OPTIMS:
+        raise ValueError(f"layer-wise learning rates build AdamW, not {optim_name(train_args)}")
     groups = llrd_param_groups(model, train_args.learning_rate, decay, head_lr, train_args.weight_decay)
     return torch.optim.AdamW(groups, lr=train_args.learning_rate, betas=(train_args.adam_beta1, train_args.adam_beta2),
-                             eps=train_args.adam_epsilon)
+                             eps=train_args.adam_epsilon, fused=ADAMW_OPTIMS[optim_name(train_args)] or None)
 
 
 def lr_table(groups: list[dict]) -> list[tuple[str, int, float, float]]:
@@ -76,4 +88,4 @@ def lr_table(groups: list[dict]) -> list[tuple[str, int, float, float]]:
     return [(g["name"], sum(p.numel() for p in g["params"]), g["lr"], g["weight_decay"]) for g in groups]
 
 
-__all__ = ["llrd_param_groups", "build_optimizer", "lr_table"]
+__all__ = ["ADAMW_OPTIMS", "optim_name", "llrd_param_groups", "build_optimizer", "lr_table"]

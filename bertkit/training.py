@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .config import config_to_dict, save_config
 from .errors import BertkitError
-from .optim import build_optimizer, lr_table
+from .optim import ADAMW_OPTIMS, build_optimizer, lr_table, optim_name
 
 logger = logging.getLogger("bertkit")
 console = Console(stderr=True)
@@ -127,7 +127,21 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     return transformers.TrainingArguments(**args)
 
 
+def selection_metric(args: transformers.TrainingArguments, default: str | None) -> str | None:
+    """The dev metric that picks the best checkpoint: the recipe's `default` unless train.metric_for_best_model
+    overrides it (without Trainer's eval_ prefix)."""
+    return args.metric_for_best_model.removeprefix("eval_") if args.metric_for_best_model else default
+
+
 def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: float, head_lr: float | None):
+    """The LLRD AdamW, its learning-rate table printed; None (Trainer builds `train.optim` itself) when another
+    optimizer is asked for and no layer-wise rates are."""
+    if optim_name(args) not in ADAMW_OPTIMS:
+        if decay != 1.0 or head_lr is not None:
+            raise BertkitError(f"train.optim={optim_name(args)} cannot take layer-wise learning rates (llrd, head_lr)"
+                               f" — use train.optim=adamw_torch_fused or adamw_torch, or set llrd=1.0 and no head_lr")
+        say(f"optimizer: {optim_name(args)} (built by Trainer; no layer-wise learning rates)")
+        return None
     optimizer = build_optimizer(model, args, decay, head_lr)
     table = Table(title="learning rates (layer-wise decay {:g})".format(decay), title_justify="left")
     for column in ("group", "params", "lr", "weight decay"):
@@ -245,7 +259,7 @@ def _write_model_card(output_dir: Path) -> None:
 
 
 __all__ = [
-    "is_main_process", "say", "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "optimizer_with_llrd", "resume_checkpoint",
+    "is_main_process", "say", "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
     "write_json", "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]

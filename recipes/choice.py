@@ -23,8 +23,8 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.choice import MultipleChoiceCollator, accuracy, add_choice_lora, compute_metrics, encode_examples, \
     read_choice_file
 from bertkit.errors import BertkitError
-from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint, summary_table,
-                              training_arguments)
+from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint, selection_metric,
+                              summary_table, training_arguments)
 
 
 @dataclass
@@ -100,6 +100,7 @@ def main(cfg: Config) -> dict:
     train, dev = load_data(cfg, tokenizer)
     model = build_model(cfg, model_path)
     args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    selection = selection_metric(args, SELECTION)
     callbacks = []
     if cfg.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
@@ -116,8 +117,8 @@ def main(cfg: Config) -> dict:
     if cfg.lora.enabled and cfg.lora.merge:
         trainer.model = trainer.model.merge_and_unload()
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "selection_metric": SELECTION, "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "choice", results, SELECTION)
+               "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "choice", results, selection)
     summary_table("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"],
                                           "saved to": str(output_dir)})
     if cfg.push:

@@ -29,7 +29,7 @@ from bertkit.errors import BertkitError
 from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
 from bertkit.training import (LoraOptions, add_lora, finish_run, is_main_process, optimizer_with_llrd,
-                              resume_checkpoint, say, summary_table, training_arguments)
+                              resume_checkpoint, say, selection_metric, summary_table, training_arguments)
 
 
 @dataclass
@@ -156,8 +156,9 @@ def main(cfg: Config) -> dict:
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
     model = build_model(cfg, model_path, labels)
-    selection = SELECTION_METRIC[labels.kind]
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, selection)
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None,
+                              SELECTION_METRIC[labels.kind])
+    selection = selection_metric(args, SELECTION_METRIC[labels.kind])
     callbacks = []
     if cfg.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))

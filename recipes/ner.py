@@ -24,7 +24,7 @@ from bertkit.errors import BertkitError
 from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
                          read_ner_file, score_tags, window_rows)
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
-                              summary_table, training_arguments)
+                              selection_metric, summary_table, training_arguments)
 
 
 @dataclass
@@ -132,6 +132,7 @@ def main(cfg: Config) -> dict:
     dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
     model = build_model(cfg, model_path, labels, train.scheme)
     args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    selection = selection_metric(args, SELECTION)
     callbacks = []
     if cfg.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
@@ -155,9 +156,9 @@ def main(cfg: Config) -> dict:
     if cfg.lora.enabled and cfg.lora.merge:
         trainer.model = trainer.model.merge_and_unload()
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "scheme": train.scheme, "selection_metric": SELECTION,
+               "scheme": train.scheme, "selection_metric": selection,
                "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "ner", results, SELECTION, files)
+    output_dir = finish_run(trainer, cfg, "ner", results, selection, files)
     summary_table(f"ner: {train.scheme} tags, dev entity scores", {
         **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
         "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})

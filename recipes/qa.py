@@ -25,7 +25,7 @@ from bertkit.errors import BertkitError
 from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
                         postprocess, prediction_record, read_qa_file, tune_and_score)
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
-                              summary_table, training_arguments)
+                              selection_metric, summary_table, training_arguments)
 
 
 @dataclass
@@ -140,6 +140,7 @@ def main(cfg: Config) -> dict:
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
     args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION_METRIC)
+    selection = selection_metric(args, SELECTION_METRIC)
     callbacks = []
     if cfg.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
@@ -168,9 +169,9 @@ def main(cfg: Config) -> dict:
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "null_threshold": getattr(final_model.config, NULL_THRESHOLD_KEY, None), "language": language,
                "windows": {"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
-               "selection_metric": SELECTION_METRIC, "wall_time_s": round(time.perf_counter() - started, 1)}
+               "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
     cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
-    output_dir = finish_run(trainer, cfg, "qa", results, SELECTION_METRIC, files)
+    output_dir = finish_run(trainer, cfg, "qa", results, selection, files)
     summary_table(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
         **metrics, "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
     if cfg.push:

