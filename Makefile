@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 OFFLINE := HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo test test-all bench bench-model bench-e2e clean
 
 setup: $(VENV)/.bertkit-installed
 
@@ -24,8 +24,14 @@ demo: setup
 test: setup
 	$(OFFLINE) $(BIN)/pytest -q
 
-bench: setup
+# Speed against transformers: the model on its own (about 3 min), then whole fine-tuning runs (about 10 min).
+bench: bench-model bench-e2e
+
+bench-model: setup
 	$(OFFLINE) $(BIN)/python benchmarks/bench_model.py
+
+bench-e2e: setup
+	$(OFFLINE) $(BIN)/python benchmarks/bench_e2e.py
 
 clean:
 	rm -rf runs .pytest_cache

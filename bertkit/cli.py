@@ -85,7 +85,10 @@ def run(
     config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
 ):
     """Run a recipe: its defaults, then the YAML config, then key=value overrides."""
+    from .training import keep_freed_memory
+
     module, cfg = load_recipe_config(recipe, config, overrides)
+    keep_freed_memory()  # this process is ours: reuse freed memory instead of page-faulting it back every step
     module.main(cfg)
 
 

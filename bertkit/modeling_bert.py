@@ -18,6 +18,10 @@ padding positions of per-token outputs (last_hidden_state, hidden_states, MLM / 
 transformers would return values computed for the pad tokens. Inputs without padding, `output_attentions=True` and
 `unpad=False` take the padded path, which matches transformers everywhere, padding positions included. In training
 mode with labels, the MLM heads score only the labelled positions (see `_mlm_logits_and_loss`).
+
+Training on CPU: dropout draws its masks from 16 random bits per element instead of torch's per-element Bernoulli
+(`fast_dropout`), and sdpa with attention dropout runs as `eager_attention` (CPU sdpa has no fused kernel with
+dropout). Outputs in eval mode are unchanged; training sees dropout at the same rates, from different random masks.
 """
 
 from __future__ import annotations
