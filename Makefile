@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 OFFLINE := HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: setup demo test test-all bench bench-model bench-e2e clean
+.PHONY: setup demo test test-all lint bench bench-model bench-e2e clean
 
 setup: $(VENV)/.bertkit-installed
 
@@ -23,6 +23,9 @@ demo: setup
 
 test: setup
 	$(OFFLINE) $(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check bertkit recipes tests benchmarks
 
 # Speed against transformers: the model on its own (about 3 min), then whole fine-tuning runs (about 10 min).
 bench: bench-model bench-e2e

@@ -39,7 +39,8 @@ class BertkitConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads ({self.num_attention_heads})"
+                f"hidden_size ({self.hidden_size}) must be a multiple of "
+                f"num_attention_heads ({self.num_attention_heads})"
             )
         if self.classifier_pooling not in ("cls", "mean"):
             raise ValueError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")

@@ -198,7 +198,8 @@ def _explain_http(err: HfHubHTTPError, *, endpoint: str, repo_id: str, revision:
     status, server = _status(err), _one_line(err.server_message or "")
     namespace = repo_id.split("/")[0] if "/" in repo_id else "your"
     if isinstance(err, RevisionNotFoundError):
-        return f"branch '{revision or 'main'}' not found in {repo_id}: check --revision (a branch name), then push again"
+        return (f"branch '{revision or 'main'}' not found in {repo_id}: check --revision (a branch name), "
+                "then push again")
     if status == 401 and not isinstance(err, RepositoryNotFoundError):
         return (
             f"the Hub rejected {source or 'the token'} (401 Unauthorized): pass a valid write token with --token, "

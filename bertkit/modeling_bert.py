@@ -556,7 +556,7 @@ class BertkitPredictionHeadTransform(nn.Module):
 
 
 class BertkitLMPredictionHead(nn.Module):
-    """Transform, then a decoder whose weight is tied to the word embeddings and whose bias is `cls.predictions.bias`."""
+    """Transform, then a decoder whose weight is tied to the word embeddings; its bias is `cls.predictions.bias`."""
 
     def __init__(self, config: BertkitConfig):
         super().__init__()

@@ -283,7 +283,8 @@ def _write_model_card(output_dir: Path) -> None:
 
 
 __all__ = [
-    "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision", "training_arguments", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
+    "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision",
+    "training_arguments", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
     "write_json", "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]

@@ -23,8 +23,8 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.choice import MultipleChoiceCollator, accuracy, add_choice_lora, compute_metrics, encode_examples, \
     read_choice_file
 from bertkit.errors import BertkitError
-from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint, selection_metric,
-                              summary_table, training_arguments)
+from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint,
+                              selection_metric, summary_table, training_arguments)
 
 
 @dataclass

@@ -136,8 +136,8 @@ class FakeHub:
         self._server.hub = self  # type: ignore[attr-defined]
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        serve = lambda: self._server.serve_forever(poll_interval=0.05)  # fast shutdown between tests
-        threading.Thread(target=serve, name="fake-hub", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},  # fast shutdown
+                         name="fake-hub", daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -77,7 +77,8 @@ def test_eval_label_never_seen_in_training(tiny_model_dir, good, files):
 
 
 def test_malformed_jsonl_line(tiny_model_dir, files):
-    path = files("bad.jsonl", '{"text": "ok", "label": "a"}\n{"text": "broken", "label": \n{"text": "x", "label": "b"}\n')
+    path = files("bad.jsonl",
+                 '{"text": "ok", "label": "a"}\n{"text": "broken", "label": \n{"text": "x", "label": "b"}\n')
     assert_one_line_error(run_classify(tiny_model_dir, f"data.train={path}"), "bad.jsonl", "line 2")
 
 

@@ -49,7 +49,8 @@ def test_stock_checkpoint_loads_with_only_new_heads_missing(head, minilm_dir):
     assert not info["mismatched_keys"]
     assert model.config.model_type == "bertkit"
     if head in ("mlm", "pretraining"):  # the decoder is tied to the word embeddings, not a fresh matrix
-        assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
+        decoder, embeddings = model.cls.predictions.decoder, model.bert.embeddings.word_embeddings
+        assert decoder.weight.data_ptr() == embeddings.weight.data_ptr()
 
 
 def test_saved_config_is_stock_bert(tmp_path):

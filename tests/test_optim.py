@@ -12,7 +12,8 @@ from bertkit.training import optimizer_with_llrd, resolve_precision
 
 
 def tiny_classifier(layers=3):
-    return bertkit.BertkitForSequenceClassification(bertkit.BertkitConfig(**tiny_config_kwargs(num_hidden_layers=layers)))
+    config = bertkit.BertkitConfig(**tiny_config_kwargs(num_hidden_layers=layers))
+    return bertkit.BertkitForSequenceClassification(config)
 
 
 def test_llrd_learning_rates_are_exact():
