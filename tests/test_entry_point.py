@@ -37,3 +37,25 @@ def test_bad_input_through_the_console_script_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error:")
     assert "missing.csv" in result.stderr
+
+
+def test_end_to_end_benchmark_commands_are_valid(tmp_path):
+    """benchmarks/bench_e2e.py's bertkit command line validates, with the hyperparameters as numbers; the plain
+    Trainer side builds its TrainingArguments from the same constants."""
+    import transformers
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_e2e
+    finally:
+        sys.path.pop(0)
+    line = bench_e2e.command("bertkit classify bf16", ROOT / "data/en_sentiment/train.csv", tmp_path / "out", 4, 43,
+                             tmp_path / "result.json")
+    assert line[1:3] == ["run", "classify"]
+    result = run(sys.executable, "-m", "bertkit", "validate", *line[2:])
+    assert result.returncode == 0, result.stderr
+    for expected in ("learning_rate: 0.0001", "warmup_steps: 0.1", "precision: bf16", "seed: 43", "llrd: 1.0",
+                     "metric_for_best_model: accuracy"):
+        assert expected in result.stdout, expected
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **bench_e2e.TRAIN_ARGS)
+    assert args.learning_rate == 1e-4 and args.per_device_train_batch_size == 16
