@@ -68,6 +68,24 @@ def model_task(model_dir: str) -> str | None:
     return architectures[0]
 
 
+def load_finetuned(model_class, model_dir: str):
+    """A fine-tuned model in eval mode: a full checkpoint, or an adapter saved with lora.merge=false (the base model
+    its adapter_config.json names is loaded with the task config saved beside it, the adapter applied and merged)."""
+    adapter_file = Path(model_dir) / "adapter_config.json"
+    if not adapter_file.is_file():
+        return model_class.from_pretrained(model_dir).eval()
+    from peft import PeftModel
+
+    base = json.loads(adapter_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    try:
+        model = model_class.from_pretrained(base, config=model_class.config_class.from_pretrained(model_dir))
+    except (OSError, TypeError) as error:
+        raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
+                           f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
+                           "train with lora.merge=true") from None
+    return PeftModel.from_pretrained(model, model_dir).merge_and_unload().eval()
+
+
 def require_task(model_dir: str, suffix: str, command: str) -> None:
     """Refuse a checkpoint fine-tuned for another task, e.g. an NER model given to `predict` for classification."""
     task = model_task(model_dir)
@@ -77,4 +95,4 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "model_task", "require_task"]
+           "model_task", "load_finetuned", "require_task"]

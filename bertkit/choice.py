@@ -20,12 +20,12 @@ import torch
 import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer, require_task
 from .data import read_table, row_location
 from .errors import BertkitError
 from .modeling_bert import BertkitForMultipleChoice
 from .predict import token_budget_batches
-from .training import RUN_CONFIG_FILE, LoraOptions, console, write_json
+from .training import RUN_CONFIG_FILE, console, write_json
 
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
@@ -149,20 +149,6 @@ def compute_metrics(eval_prediction) -> dict:
     return accuracy(logits[0] if isinstance(logits, tuple) else logits, eval_prediction.label_ids)
 
 
-def add_choice_lora(model, options: LoraOptions):
-    """LoRA adapters for a multiple-choice model. peft has no multiple-choice task type: a plain PeftModel with the
-    classifier in modules_to_save (trained in full, saved with the adapter)."""
-    from peft import LoraConfig, get_peft_model
-
-    lora = LoraConfig(r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
-                      target_modules=list(options.target_modules), modules_to_save=["classifier"])
-    model = get_peft_model(model, lora)
-    trainable, total = model.get_nb_trainable_parameters()
-    console.print(f"[bold]bertkit[/]: LoRA r={options.r} on {', '.join(options.target_modules)} (+ classifier): "
-                  f"{trainable:,} of {total:,} parameters train")
-    return model
-
-
 # ================================================================================================ predict / evaluate
 
 
@@ -177,7 +163,7 @@ def load_chooser(model_dir: str) -> Chooser:
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a choice run")
     require_task(model_dir, "ForMultipleChoice", "multiple-choice predict/evaluate")
-    model = BertkitForMultipleChoice.from_pretrained(model_dir).eval()
+    model = load_finetuned(BertkitForMultipleChoice, model_dir)
     run_file = Path(model_dir) / RUN_CONFIG_FILE
     run = (yaml.safe_load(run_file.read_text(encoding="utf-8")) or {}) if run_file.exists() else {}
     max_length = run.get("data", {}).get("max_length") or min(512, model.config.max_position_embeddings)
@@ -231,5 +217,5 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
 
 
 __all__ = ["ChoiceExample", "Chooser", "read_choice_file", "encode_examples", "MultipleChoiceCollator", "accuracy",
-           "compute_metrics", "add_choice_lora", "load_chooser", "predict_probabilities", "predict_file",
+           "compute_metrics", "load_chooser", "predict_probabilities", "predict_file",
            "evaluate_file"]

@@ -94,7 +94,7 @@ def row_location(dataset: datasets.Dataset, index: int) -> str:
 # Reading bytes: existence, encoding, emptiness
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     """The file decoded as strict UTF-8 without its BOM (Excel writes one; it would end up in the first column name)."""
     try:
         data = Path(path).read_bytes()
@@ -185,7 +185,7 @@ def _csv_header(fields: list[str], path: str, delimiter: str, line: int) -> list
 
 
 def _read_delimited(path: str, delimiter: str) -> datasets.Dataset:
-    records = _csv_records(_read_text(path), path, delimiter)
+    records = _csv_records(read_text(path), path, delimiter)
     if not records:
         raise BertkitError(f"{path} is empty — put a header line, then one row per example, in it")
     header = _csv_header(records[0][1], path, delimiter, records[0][0])
@@ -235,7 +235,7 @@ def _typed_cells(cells: list[str]) -> list:
 
 
 def _read_jsonl(path: str, text: str | None = None) -> datasets.Dataset:
-    text = _read_text(path) if text is None else text
+    text = read_text(path) if text is None else text
     rows, lines = [], []
     # Split on "\n" only: str.splitlines() would also split at U+2028, which json.dumps leaves inside strings.
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -288,7 +288,7 @@ def _json_error(path: str, err: json.JSONDecodeError) -> BertkitError:
 
 def _read_json(path: str) -> datasets.Dataset:
     """A .json file is either an array of objects or JSON lines (datasets writes .json files as JSON lines)."""
-    text = _read_text(path)
+    text = read_text(path)
     if text.lstrip().startswith("["):
         return _read_json_array(path, text)
     try:
@@ -344,7 +344,7 @@ def _json_kind(value: Any) -> str:
 def _read_txt(path: str) -> datasets.Dataset:
     """One text per line. Blank lines are kept as empty rows (so row i is line i + 1) and `check_texts`
     reports them; only the newline that ends the file does not make a row."""
-    lines = [line.rstrip("\r") for line in _read_text(path).split("\n")]
+    lines = [line.rstrip("\r") for line in read_text(path).split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
     return _dataset({"text": lines}, path, "line", None)
@@ -943,6 +943,7 @@ def duplicate_and_overlap_report(
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
+    "read_text",
     "TEXT_COLUMNS",
     "TEXT_PAIR_COLUMNS",
     "LABEL_COLUMNS",

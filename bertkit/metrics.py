@@ -405,6 +405,14 @@ def _score_answer(prediction, gold_answers, tokenize):
     return exact, max(_token_f1(pred_tokens, gold) for gold in gold_token_lists)
 
 
+def answer_scorer(lang: str):
+    """(prediction, gold answers) -> (exact, f1) in 0/1 units, with SquadMetric's normalisation for `lang` (en, zh)."""
+    if lang not in _ANSWER_TOKENIZERS:
+        raise BertkitError(f"unknown answer language {lang!r}: use lang='en' or lang='zh'")
+    tokenize = _ANSWER_TOKENIZERS[lang]
+    return lambda prediction, golds: _score_answer(prediction, golds, tokenize)
+
+
 def _gold_texts(reference):
     """A list of answer strings; SQuAD's {"text": [...], "answer_start": [...]} dicts are accepted as they are."""
     if isinstance(reference, dict):
@@ -441,10 +449,8 @@ class SquadMetric(_OfflineMetric):
 
     def _compute(self, predictions, references, lang="en"):
         _check_not_empty(predictions)
-        if lang not in _ANSWER_TOKENIZERS:
-            raise BertkitError(f"unknown answer language {lang!r}: use lang='en' or lang='zh'")
-        tokenize = _ANSWER_TOKENIZERS[lang]
-        exact, f1 = np.array([_score_answer(p, golds, tokenize) for p, golds in zip(predictions, references)]).T
+        score = answer_scorer(lang)
+        exact, f1 = np.array([score(p, golds) for p, golds in zip(predictions, references)]).T
         scores = {"exact_match": _percent(exact), "f1": _percent(f1)}
         has_answer = np.array([len(golds) > 0 for golds in references])
         if has_answer.any() and not has_answer.all():  # SQuAD v2 reports the two kinds separately too
@@ -531,6 +537,7 @@ __all__ = [
     "RegressionMetric",
     "SeqevalMetric",
     "SquadMetric",
+    "answer_scorer",
     "best_threshold",
     "classification_report_text",
     "confusion_matrix_table",

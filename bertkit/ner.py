@@ -30,7 +30,7 @@ import torch
 import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer, require_task
 from .errors import BertkitError
 from .metrics import SeqevalMetric
 from .modeling_bert import BertkitForTokenClassification
@@ -724,7 +724,7 @@ def load_tagger(model_dir: str) -> Tagger:
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a ner run")
     require_task(model_dir, "ForTokenClassification", "NER predict/evaluate")
-    model = BertkitForTokenClassification.from_pretrained(model_dir).eval()
+    model = load_finetuned(BertkitForTokenClassification, model_dir)
     run = _run_config(model_dir)
     data = run.get("data", {})
     scheme = getattr(model.config, "ner_scheme", None) or "IOB2"  # what the model predicts

@@ -15,7 +15,7 @@ import torch
 import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer, require_task
 from .classification import describe_prediction, probabilities, score
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
@@ -41,7 +41,7 @@ def load_classifier(model_dir: str) -> Classifier:
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a classify run")
     require_task(model_dir, "ForSequenceClassification", "classification predict/evaluate")
-    model = BertkitForSequenceClassification.from_pretrained(model_dir).eval()
+    model = load_finetuned(BertkitForSequenceClassification, model_dir)
     run = _run_config(model_dir)
     data = run.get("data", {})
     max_length = data.get("max_length") or min(512, model.config.max_position_embeddings)

@@ -77,11 +77,11 @@ def read_qa_file(path: str, require_answers: bool = True) -> tuple[list[QAExampl
     """SQuAD v1.1/v2.0 JSON ({"data": [...]}), a JSON array of records, or JSONL records
     {"id", "question", "context", "answers"} with answers as {"text": [...], "answer_start": [...]} or a list of
     {"text", "answer_start"}. `require_answers=False` reads questions to predict on (answers optional)."""
-    from .data import _read_text  # strict UTF-8, BOM, empty-file and encoding-guess errors
-
     if not Path(path).is_file():
         raise BertkitError(f"{path} does not exist — give a SQuAD-style .json file or a .jsonl file of questions")
-    text = _read_text(path)
+    from .data import read_text  # strict UTF-8, BOM, empty-file and encoding-guess errors
+
+    text = read_text(path)
     report = ReadReport(path=str(path))
     examples = []
     for number, (record, context, location) in enumerate(_records(path, text)):
@@ -393,13 +393,6 @@ def postprocess(start_logits, end_logits, windows: Windows, examples: list[QAExa
 # ---------------------------------------------------------------------------------------------- scoring
 
 
-def _answer_scorer(lang: str):
-    from .metrics import _ANSWER_TOKENIZERS, _score_answer  # the exact normalisation SquadMetric uses
-
-    tokenize = _ANSWER_TOKENIZERS[lang]
-    return lambda prediction, golds: _score_answer(prediction, golds, tokenize)
-
-
 def tune_null_threshold(margins, f1_if_answered, f1_if_null) -> tuple[float, float]:
     """(threshold, mean F1) that maximises F1 when example i is answered "" iff margins[i] > threshold.
 
@@ -436,7 +429,9 @@ def tune_and_score(predictions: list[Prediction], examples: list[QAExample], lan
     untuned ones at threshold 0 as `*_threshold_0`); None and plain metrics for v1."""
     if not allow_no_answer:
         return score_predictions(predictions, examples, lang, None), None
-    scorer, golds = _answer_scorer(lang), references(examples)
+    from .metrics import answer_scorer  # the exact normalisation SquadMetric uses
+
+    scorer, golds = answer_scorer(lang), references(examples)
     f1_answered = [scorer(p.text, g)[1] for p, g in zip(predictions, golds)]
     f1_null = [scorer("", g)[1] for g in golds]
     threshold, _ = tune_null_threshold([p.null_margin for p in predictions], f1_answered, f1_null)
@@ -493,13 +488,13 @@ class QAModel:
 
 def load_qa_model(model_dir: str) -> QAModel:
     """A qa run's output directory: the model, its tokenizer, and the window / answer settings it was trained with."""
-    from .checkpoints import load_tokenizer, require_task
+    from .checkpoints import load_finetuned, load_tokenizer, require_task
     from .modeling_bert import BertkitForQuestionAnswering
 
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a qa run")
     require_task(model_dir, "ForQuestionAnswering", "question-answering predict/evaluate")
-    model = BertkitForQuestionAnswering.from_pretrained(model_dir).eval()
+    model = load_finetuned(BertkitForQuestionAnswering, model_dir)
     config = model.config
     setting = lambda key, default: int(getattr(config, key, default))  # noqa: E731
     max_length = min(setting("qa_max_length", 384), config.max_position_embeddings)

@@ -118,16 +118,18 @@ class LoraOptions:
     """Save the merged model (loads anywhere); false saves the adapter alone."""
 
 
-def add_lora(model, options: LoraOptions, task_type: str):
-    """Wrap the model with LoRA adapters (peft); the task head stays fully trainable."""
+def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save: list[str] | None = None):
+    """Wrap the model with LoRA adapters (peft). The task head stays fully trainable: peft's task types know their
+    head; without one (peft has no multiple-choice type), name it in `modules_to_save` (trained in full, saved with
+    the adapter)."""
     from peft import LoraConfig, get_peft_model
 
     lora = LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
-                      target_modules=list(options.target_modules))
+                      target_modules=list(options.target_modules), modules_to_save=modules_to_save)
     model = get_peft_model(model, lora)
     trainable, total = model.get_nb_trainable_parameters()
-    say(f"LoRA r={options.r} on {', '.join(options.target_modules)}: "
-        f"{trainable:,} of {total:,} parameters train")
+    also = f" (+ {', '.join(modules_to_save)})" if modules_to_save else ""
+    say(f"LoRA r={options.r} on {', '.join(options.target_modules)}{also}: {trainable:,} of {total:,} parameters train")
     return model
 
 
@@ -262,6 +264,10 @@ def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, m
     trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
     if not trainer.is_world_process_zero():
         return output_dir
+    if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config goes beside it
+        model = trainer.model.get_base_model()
+        model.config.architectures = [type(model).__name__]
+        model.config.save_pretrained(output_dir)
     write_json(output_dir / METRICS_FILE, metrics)
     for name, content in (extra_files or {}).items():
         target = output_dir / name

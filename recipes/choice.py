@@ -20,10 +20,9 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForMultipleChoice
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.choice import MultipleChoiceCollator, accuracy, add_choice_lora, compute_metrics, encode_examples, \
-    read_choice_file
+from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
 from bertkit.errors import BertkitError
-from bertkit.training import (LoraOptions, console, finish_run, optimizer_with_llrd, resume_checkpoint,
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
                               selection_metric, summary_table, training_arguments)
 
 
@@ -89,7 +88,7 @@ def build_model(cfg: Config, model_path: str):
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
     model = BertkitForMultipleChoice.from_pretrained(model_path, config=config)
-    return add_choice_lora(model, cfg.lora) if cfg.lora.enabled else model
+    return add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"]) if cfg.lora.enabled else model
 
 
 def main(cfg: Config) -> dict:

@@ -181,6 +181,37 @@ def test_lora_option_saves_a_merged_plain_model(tiny_model_dir, sentiment, tmp_p
         "BertForSequenceClassification"
 
 
+def test_lora_adapter_saved_without_merging_predicts_like_peft(tiny_model_dir, sentiment, tmp_path):
+    """lora.merge=false saves the adapter with the task config (labels) beside it; predict loads the base model
+    it names, applies the adapter and gives the probabilities peft's own loading gives."""
+    from peft import PeftModel
+
+    import bertkit
+
+    out = tmp_path / "run"
+    run_recipe(base_overrides(tiny_model_dir, sentiment["train"], sentiment["dev"], out, "lora.enabled=true",
+                              "lora.r=4", "lora.merge=false"))
+    assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert sorted(config["id2label"].values()) == ["negative", "positive"]
+    predictions = tmp_path / "predictions.jsonl"
+    result = runner.invoke(app, ["predict", str(out), sentiment["dev"], "-o", str(predictions)])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in predictions.read_text().splitlines()]
+
+    base = bertkit.BertkitForSequenceClassification.from_pretrained(
+        tiny_model_dir, config=bertkit.BertkitConfig.from_pretrained(out))
+    model = PeftModel.from_pretrained(base, out).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    texts = [record["text"] for record in records]
+    with torch.no_grad():
+        probs = model(**tokenizer(texts, truncation=True, max_length=32, padding=True,
+                                  return_tensors="pt")).logits.softmax(-1)
+    positive = config["label2id"]["positive"]
+    assert [r["probabilities"]["positive"] for r in records] == pytest.approx(probs[:, positive].tolist(), abs=1e-4)
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS_DIR.glob("*/*.yaml")), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_shipped_config_validates(path):
     result = runner.invoke(app, ["validate", path.parent.name, "-c", str(path)])
