@@ -145,6 +145,10 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
             "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train, **flags}
     if has_eval:
+        if args.get("dataloader_drop_last"):
+            say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
+                "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
+                "per process")
         args.setdefault("eval_strategy", args["save_strategy"])
         args.setdefault("load_best_model_at_end", True)
         if metric_for_best:

@@ -115,6 +115,15 @@ def test_bf16_flags_make_valid_training_arguments_on_cpu(tmp_path):
     assert args.bf16 and args.use_cpu
 
 
+def test_drop_last_with_a_dev_split_warns_that_dev_examples_are_dropped(tmp_path, capsys):
+    from bertkit.training import training_arguments
+
+    training_arguments({"dataloader_drop_last": True}, str(tmp_path), "fp32", 0, True, "accuracy")
+    assert "drops the dev set's last incomplete batch" in capsys.readouterr().err.replace("\n", "")
+    training_arguments({"dataloader_drop_last": True}, str(tmp_path), "fp32", 0, False, None)
+    assert "dev set" not in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 def test_auto_precision_on_cuda_is_half_precision():
     flags, _ = resolve_precision("auto")
