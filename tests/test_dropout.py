@@ -71,40 +71,41 @@ def test_module_is_an_nn_dropout():
     assert torch.equal(module.eval()(torch.ones(5)), torch.ones(5))
 
 
-def test_model_trains_with_fast_dropout_the_same_under_sdpa_and_eager():
-    """On CPU, sdpa with attention dropout runs the eager arithmetic: one seed gives the same training forward."""
-    config = bertkit.BertkitConfig(**tiny_config_kwargs(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.3))
+def model_in_training(model_class, hidden_dropout: float, attention_dropout: float):
+    """A tiny model in train mode and a batch of 3 rows of 12 tokens whose second row is padded after 7."""
+    config = bertkit.BertkitConfig(**tiny_config_kwargs(hidden_dropout_prob=hidden_dropout,
+                                                        attention_probs_dropout_prob=attention_dropout))
     torch.manual_seed(0)
-    model = bertkit.BertkitModel(config).train()
     ids = torch.randint(5, config.vocab_size, (3, 12))
     mask = torch.ones_like(ids)
     mask[1, 7:] = 0
+    return model_class(config).train(), {"input_ids": ids, "attention_mask": mask}
+
+
+def test_model_trains_with_fast_dropout_the_same_under_sdpa_and_eager():
+    """On CPU, sdpa with attention dropout runs the eager arithmetic: one seed gives the same training forward."""
+    model, batch = model_in_training(bertkit.BertkitModel, 0.1, 0.3)
     outputs = []
     for implementation in ("sdpa", "eager"):
         model.set_attn_implementation(implementation)
         torch.manual_seed(1)
-        outputs.append(model(input_ids=ids, attention_mask=mask).last_hidden_state)
+        outputs.append(model(**batch).last_hidden_state)
     torch.testing.assert_close(outputs[0], outputs[1])
     torch.manual_seed(2)
-    assert not torch.allclose(outputs[0], model(input_ids=ids, attention_mask=mask).last_hidden_state)
+    assert not torch.allclose(outputs[0], model(**batch).last_hidden_state)
 
 
 def test_gradient_checkpointing_replays_the_same_dropout_masks():
     """Checkpointing recomputes each layer's forward in backward: the restored generator state must give the same
     masks, so gradients equal those without checkpointing."""
-    config = bertkit.BertkitConfig(**tiny_config_kwargs(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2))
-    torch.manual_seed(0)
-    model = bertkit.BertkitForSequenceClassification(config).train()
-    ids = torch.randint(5, config.vocab_size, (3, 12))
-    mask = torch.ones_like(ids)
-    mask[0, 5:] = 0
+    model, batch = model_in_training(bertkit.BertkitForSequenceClassification, 0.2, 0.2)
     grads = []
     for checkpointing in (False, True):
         if checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.zero_grad()
         torch.manual_seed(1)
-        model(input_ids=ids, attention_mask=mask, labels=torch.tensor([0, 1, 2])).loss.backward()
+        model(**batch, labels=torch.tensor([0, 1, 2])).loss.backward()
         grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
     assert len(grads[0]) == len(grads[1])
     for without, with_checkpointing in zip(*grads):
