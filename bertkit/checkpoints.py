@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+import torch
 import transformers
 
 from .errors import BertkitError
@@ -69,11 +70,13 @@ def model_task(model_dir: str) -> str | None:
 
 
 def load_finetuned(model_class, model_dir: str):
-    """A fine-tuned model in eval mode: a full checkpoint, or an adapter saved with lora.merge=false (the base model
-    its adapter_config.json names is loaded with the task config saved beside it, the adapter applied and merged)."""
+    """A fine-tuned model in eval mode, on the GPU when there is one: a full checkpoint, or an adapter saved with
+    lora.merge=false (the base model its adapter_config.json names is loaded with the task config saved beside it,
+    the adapter applied and merged)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():
-        return model_class.from_pretrained(model_dir).eval()
+        return model_class.from_pretrained(model_dir).eval().to(device)
     from peft import PeftModel
 
     base = json.loads(adapter_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
@@ -83,7 +86,7 @@ def load_finetuned(model_class, model_dir: str):
         raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
                            "train with lora.merge=true") from None
-    return PeftModel.from_pretrained(model, model_dir).merge_and_unload().eval()
+    return PeftModel.from_pretrained(model, model_dir).merge_and_unload().eval().to(device)
 
 
 def require_task(model_dir: str, suffix: str, command: str) -> None:

@@ -24,7 +24,7 @@ from .checkpoints import load_finetuned, load_tokenizer, require_task
 from .data import read_table, row_location
 from .errors import BertkitError
 from .modeling_bert import BertkitForMultipleChoice
-from .predict import token_budget_batches
+from .predict import run_batch, token_budget_batches
 from .training import RUN_CONFIG_FILE, console, write_json
 
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
@@ -181,7 +181,7 @@ def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch
     with Progress(transient=True, console=console) as progress:
         task = progress.add_task("choosing", total=len(features))
         for batch in token_budget_batches(lengths, batch_size * chooser.max_length, batch_size):
-            logits = chooser.model(**collate([features[i] for i in batch])).logits.float()
+            logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu()
             for row, index in enumerate(batch):
                 results[index] = logits[row].softmax(-1).numpy()
             progress.advance(task, len(batch))

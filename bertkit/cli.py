@@ -170,6 +170,10 @@ def task_module(model_dir: str):
                        f"predict/evaluate cannot use — give a model fine-tuned by classify, ner, qa or choice")
 
 
+PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), or auto "
+                  "(the fastest the device runs natively).")
+
+
 @app.command()
 @user_errors
 def predict(
@@ -177,10 +181,14 @@ def predict(
     input_file: str = typer.Argument(..., help="File to predict on (csv, tsv, json, jsonl, parquet, txt)."),
     output: str = typer.Option("predictions.jsonl", "--output", "-o", help="Output .jsonl or .csv."),
     batch_size: int = typer.Option(64, help="Rows per batch (batches also respect a token budget)."),
+    precision: str = typer.Option("fp32", help=PRECISION_HELP),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa) or the chosen option (choice) — the model directory says which."""
-    count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
+    from .predict import inference_precision
+
+    with inference_precision(precision):
+        count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
     typer.echo(f"wrote {count} predictions to {output}")
 
 
@@ -191,11 +199,14 @@ def evaluate(
     input_file: str = typer.Argument(..., help="Labelled file (same columns as training)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Also save the metrics as JSON here."),
     batch_size: int = typer.Option(64, help="Rows per batch."),
+    precision: str = typer.Option("fp32", help=PRECISION_HELP),
 ):
     """Compute metrics of a fine-tuned model on a labelled file."""
+    from .predict import inference_precision
     from .training import summary_table
 
-    metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
+    with inference_precision(precision):
+        metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
     summary_table(f"{input_file}", metrics)
     if output:
         typer.echo(f"saved metrics to {output}")

@@ -34,7 +34,7 @@ from .checkpoints import load_finetuned, load_tokenizer, require_task
 from .errors import BertkitError
 from .metrics import SeqevalMetric
 from .modeling_bert import BertkitForTokenClassification
-from .predict import token_budget_batches
+from .predict import run_batch, token_budget_batches
 from .training import RUN_CONFIG_FILE, console, write_json
 
 IGNORE_INDEX = -100
@@ -746,7 +746,7 @@ def predict_word_probabilities(tagger: Tagger, sentences: list[Sentence], batch_
         task = progress.add_task("tagging", total=len(lengths))
         for batch in token_budget_batches(lengths, batch_size * tagger.max_length, batch_size):
             padded = tagger.tokenizer.pad([windows.features[i] for i in batch], return_tensors="pt")
-            probs = tagger.model(**padded).logits.float().softmax(-1).numpy()
+            probs = run_batch(tagger.model, padded).logits.float().softmax(-1).cpu().numpy()
             for row, index in enumerate(batch):
                 rows[index] = probs[row, 1:lengths[index] - 1]
             progress.advance(task, len(batch))

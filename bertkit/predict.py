@@ -5,6 +5,7 @@ rows and their probabilities aggregated, so there is always one result per input
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from dataclasses import dataclass, field
@@ -66,6 +67,24 @@ def _run_config(model_dir: str) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.exists() else {}
 
 
+def run_batch(model, batch):
+    """The model's outputs for one padded batch, built on CPU and moved to the model's device."""
+    return model(**{key: value.to(model.device) for key, value in batch.items()})
+
+
+@contextlib.contextmanager
+def inference_precision(precision: str):
+    """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
+    the device runs it natively, else fp32) - what `precision` means for training too."""
+    from .training import resolve_precision
+
+    flags, _ = resolve_precision(precision)
+    dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+        yield
+
+
 def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
     """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within max_tokens."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
@@ -94,7 +113,7 @@ def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[
     results = [None] * len(features)
     for batch_indices in batches:
         padded = classifier.tokenizer.pad([features[i] for i in batch_indices], return_tensors="pt")
-        logits = classifier.model(**padded).logits.float().numpy()
+        logits = run_batch(classifier.model, padded).logits.float().cpu().numpy()
         for row, index in enumerate(batch_indices):
             results[index] = logits[row]
         if progress is not None:  # in documents: windows count as their share of the documents
@@ -171,5 +190,5 @@ class _RecordWriter:
         self.handle.close()
 
 
-__all__ = ["Classifier", "load_classifier", "token_budget_batches", "predict_probabilities", "predict_file",
-           "evaluate_file"]
+__all__ = ["Classifier", "load_classifier", "run_batch", "inference_precision", "token_budget_batches",
+           "predict_probabilities", "predict_file", "evaluate_file"]

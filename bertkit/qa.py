@@ -508,7 +508,7 @@ def run_windows(model, tokenizer, windows: Windows, batch_size: int = 64) -> tup
     """Start and end logits of every window (one 1-D array each, in window order), batched under a token budget."""
     import torch
 
-    from .predict import token_budget_batches
+    from .predict import run_batch, token_budget_batches
 
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in windows.inputs]
     lengths = [len(ids) for ids in windows.inputs["input_ids"]]
@@ -516,10 +516,10 @@ def run_windows(model, tokenizer, windows: Windows, batch_size: int = 64) -> tup
     with torch.inference_mode():
         for batch in token_budget_batches(lengths, batch_size * max(lengths, default=1), batch_size):
             padded = tokenizer.pad([{k: windows.inputs[k][w] for k in keys} for w in batch], return_tensors="pt")
-            output = model(**padded)
+            output = run_batch(model, padded)
             for row, w in enumerate(batch):
-                starts[w] = output.start_logits[row, :lengths[w]].float().numpy()
-                ends[w] = output.end_logits[row, :lengths[w]].float().numpy()
+                starts[w] = output.start_logits[row, :lengths[w]].float().cpu().numpy()
+                ends[w] = output.end_logits[row, :lengths[w]].float().cpu().numpy()
     return starts, ends
 
 

@@ -135,6 +135,29 @@ def test_cli_run_predict_evaluate_agree(tiny_model_dir, sentiment, tmp_path):
     assert runner.invoke(app, ["predict", str(out), sentiment["dev"], "-o", str(csv_out)]).exit_code == 0
     header = csv_out.read_text().splitlines()[0]
     assert header == "text,label,score,prob_negative,prob_positive"
+    bf16_out = tmp_path / "predictions_bf16.jsonl"
+    result = runner.invoke(app, ["predict", str(out), sentiment["dev"], "-o", str(bf16_out), "--precision", "bf16"])
+    assert result.exit_code == 0, result.output
+    bf16_records = [json.loads(line) for line in bf16_out.read_text().splitlines()]
+    assert [r["probabilities"]["positive"] for r in bf16_records] == pytest.approx(
+        [r["probabilities"]["positive"] for r in records], abs=0.02)  # autocast: close, not equal
+    assert [r["probabilities"]["positive"] for r in bf16_records] != [r["probabilities"]["positive"] for r in records]
+    result = runner.invoke(app, ["evaluate", str(out), sentiment["dev"], "--precision", "fp16"])
+    if not torch.cuda.is_available():
+        assert result.exit_code == 2 and "fp16 needs a CUDA GPU" in result.output
+
+
+@pytest.mark.gpu
+def test_predict_runs_on_the_gpu(tiny_model_dir, sentiment, tmp_path):
+    from bertkit.predict import load_classifier
+
+    out = tmp_path / "run"
+    run_recipe(base_overrides(tiny_model_dir, sentiment["train"], sentiment["dev"], out))
+    assert load_classifier(str(out)).model.device.type == "cuda"
+    predictions = tmp_path / "predictions.jsonl"
+    result = runner.invoke(app, ["predict", str(out), sentiment["dev"], "-o", str(predictions), "--precision", "auto"])
+    assert result.exit_code == 0, result.output
+    assert len(predictions.read_text().splitlines()) == 16
 
 
 def _final_weights(out: Path) -> dict:
