@@ -69,10 +69,14 @@ def model_task(model_dir: str) -> str | None:
     return architectures[0]
 
 
-def load_finetuned(model_class, model_dir: str):
-    """A fine-tuned model in eval mode, on the GPU when there is one: a full checkpoint, or an adapter saved with
-    lora.merge=false (the base model its adapter_config.json names is loaded with the task config saved beside it,
-    the adapter applied and merged)."""
+def load_finetuned(model_class, model_dir: str, recipe: str):
+    """The output of a `recipe` run for predict / evaluate, in eval mode, on the GPU when there is one: a full
+    checkpoint, or an adapter saved with lora.merge=false (the base model its adapter_config.json names is loaded with
+    the task config saved beside it, the adapter applied and merged). A missing directory or a checkpoint of another
+    task is an error."""
+    if not Path(model_dir).is_dir():
+        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a {recipe} run")
+    require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():

@@ -17,15 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_finetuned, load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer
 from .data import read_table, row_location
 from .errors import BertkitError
 from .modeling_bert import BertkitForMultipleChoice
 from .predict import run_batch, token_budget_batches
-from .training import RUN_CONFIG_FILE, console, write_json
+from .training import console, read_run_config, write_json
 
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
@@ -160,13 +159,9 @@ class Chooser:
 
 
 def load_chooser(model_dir: str) -> Chooser:
-    if not Path(model_dir).is_dir():
-        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a choice run")
-    require_task(model_dir, "ForMultipleChoice", "multiple-choice predict/evaluate")
-    model = load_finetuned(BertkitForMultipleChoice, model_dir)
-    run_file = Path(model_dir) / RUN_CONFIG_FILE
-    run = (yaml.safe_load(run_file.read_text(encoding="utf-8")) or {}) if run_file.exists() else {}
-    max_length = run.get("data", {}).get("max_length") or min(512, model.config.max_position_embeddings)
+    model = load_finetuned(BertkitForMultipleChoice, model_dir, "choice")
+    max_length = (read_run_config(model_dir).get("data", {}).get("max_length")
+                  or min(512, model.config.max_position_embeddings))
     return Chooser(model, load_tokenizer(model_dir), max_length)
 
 

@@ -98,10 +98,12 @@ def read_text(path: str) -> str:
     """The file decoded as strict UTF-8 without its BOM (Excel writes one; it would end up in the first column name)."""
     try:
         data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BertkitError(f"no such file: {path} — check the path") from None
     except OSError as err:
         raise BertkitError(f"{path} cannot be read ({_clip(err, 80)}) — check its permissions") from None
     if not data.strip():
-        raise BertkitError(f"{path} is empty — put the data in it (CSV/TSV: a header line, then one row per example)")
+        raise BertkitError(f"{path} is empty — put the data in it")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -234,23 +236,26 @@ def _typed_cells(cells: list[str]) -> list:
 # JSON lines, JSON arrays
 
 
-def _read_jsonl(path: str, text: str | None = None) -> datasets.Dataset:
-    text = read_text(path) if text is None else text
-    rows, lines = [], []
+def json_lines(path: str, text: str):
+    """(line number, parsed value) for every non-blank line of a JSON-lines text; a line that is not JSON is an
+    error naming it."""
     # Split on "\n" only: str.splitlines() would also split at U+2028, which json.dumps leaves inside strings.
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()  # also drops the "\r" of Windows line ends
         if not line:
             continue
         try:
-            rows.append(json.loads(line))
+            yield number, json.loads(line)
         except json.JSONDecodeError as err:
             raise BertkitError(
                 f"{path} line {number} is not valid JSON ({err.msg}, column {err.colno}): {_clip(line, 50)} — "
                 f"fix that line; each line must hold one complete JSON object"
             ) from None
-        lines.append(number)
-    return _dataset_from_rows(rows, lines, path)
+
+
+def _read_jsonl(path: str, text: str | None = None) -> datasets.Dataset:
+    numbered = list(json_lines(path, read_text(path) if text is None else text))
+    return _dataset_from_rows([row for _, row in numbered], [number for number, _ in numbered], path)
 
 
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
@@ -944,6 +949,7 @@ def duplicate_and_overlap_report(
 __all__ = [
     "SUPPORTED_EXTENSIONS",
     "read_text",
+    "json_lines",
     "TEXT_COLUMNS",
     "TEXT_PAIR_COLUMNS",
     "LABEL_COLUMNS",

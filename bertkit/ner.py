@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_finetuned, load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer
+from .data import json_lines, read_table, read_text, row_location
 from .errors import BertkitError
 from .metrics import SeqevalMetric
 from .modeling_bert import BertkitForTokenClassification
 from .predict import run_batch, token_budget_batches
-from .training import RUN_CONFIG_FILE, console, write_json
+from .training import console, read_run_config, write_json
 
 IGNORE_INDEX = -100
 SCHEMES = ("IOB2", "IOB1", "BIOES")
@@ -250,15 +250,7 @@ class _Skips:
 
 
 def _read_lines(path: str) -> list[str]:
-    try:
-        text = Path(path).read_text(encoding="utf-8").removeprefix("\ufeff")
-    except FileNotFoundError:
-        raise BertkitError(f"no such file: {path} — check the path") from None
-    except UnicodeDecodeError:
-        raise BertkitError(f"{path} is not UTF-8 — re-save it as UTF-8") from None
-    if not text.strip():
-        raise BertkitError(f"{path} is empty — put the labelled sentences in it")
-    return [line.rstrip("\r") for line in text.split("\n")]  # "\n" only: U+2028 can sit inside a token
+    return [line.rstrip("\r") for line in read_text(path).split("\n")]  # "\n" only: U+2028 can sit inside a token
 
 
 def _read_conll(path: str, labelled: bool = True) -> list[Sentence]:
@@ -292,22 +284,13 @@ def _read_conll(path: str, labelled: bool = True) -> list[Sentence]:
 
 def _jsonl_rows(path: str):
     """(line number, object) per non-blank line; a .json file holding one array is read too."""
-    lines = _read_lines(path)
-    if path.endswith(".json") and "\n".join(lines).lstrip().startswith("["):
-        from .data import read_table, row_location
-
+    text = read_text(path)
+    if path.endswith(".json") and text.lstrip().startswith("["):
         table = read_table(path)
         for i, row in enumerate(table):
             yield int(row_location(table, i).split()[-1]), row
         return
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise BertkitError(f"{path} line {number} is not valid JSON ({err.msg}, column {err.colno}) — each line "
-                               f"must hold one JSON object") from None
+    for number, row in json_lines(path, text):
         if not isinstance(row, dict):
             raise BertkitError(f"{path} line {number} is not a JSON object — write "
                                f'{{"tokens": [...], "tags": [...]}} or {{"text": ..., "entities": [...]}}')
@@ -715,17 +698,9 @@ class Tagger:
     strict: bool
 
 
-def _run_config(model_dir: str) -> dict:
-    path = Path(model_dir) / RUN_CONFIG_FILE
-    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.exists() else {}
-
-
 def load_tagger(model_dir: str) -> Tagger:
-    if not Path(model_dir).is_dir():
-        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a ner run")
-    require_task(model_dir, "ForTokenClassification", "NER predict/evaluate")
-    model = load_finetuned(BertkitForTokenClassification, model_dir)
-    run = _run_config(model_dir)
+    model = load_finetuned(BertkitForTokenClassification, model_dir, "ner")
+    run = read_run_config(model_dir)
     data = run.get("data", {})
     scheme = getattr(model.config, "ner_scheme", None) or "IOB2"  # what the model predicts
     file_scheme = data.get("scheme") if data.get("scheme") in SCHEMES else scheme  # IOB1 files convert on reading

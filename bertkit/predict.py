@@ -13,16 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 from rich.progress import Progress
 
-from .checkpoints import load_finetuned, load_tokenizer, require_task
+from .checkpoints import load_finetuned, load_tokenizer
 from .classification import describe_prediction, probabilities, score
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
 from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
 from .modeling_bert import BertkitForSequenceClassification
-from .training import RUN_CONFIG_FILE, write_json
+from .training import RUN_CONFIG_FILE, read_run_config, resolve_precision, write_json
 
 CHUNK_ROWS = 2048  # rows tokenized and sorted together; bounds memory on large files
 LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (every strategy but head)
@@ -39,11 +38,8 @@ class Classifier:
 
 
 def load_classifier(model_dir: str) -> Classifier:
-    if not Path(model_dir).is_dir():
-        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a classify run")
-    require_task(model_dir, "ForSequenceClassification", "classification predict/evaluate")
-    model = load_finetuned(BertkitForSequenceClassification, model_dir)
-    run = _run_config(model_dir)
+    model = load_finetuned(BertkitForSequenceClassification, model_dir, "classify")
+    run = read_run_config(model_dir)
     data = run.get("data", {})
     max_length = data.get("max_length") or min(512, model.config.max_position_embeddings)
     overrides = {key: data.get(key) for key in ("text_column", "text_pair_column", "label_column")}
@@ -62,11 +58,6 @@ def _long_doc_config(saved: dict | None, model_dir: str) -> LongDocConfig:
                            f"({error}) — fix or remove it") from None
 
 
-def _run_config(model_dir: str) -> dict:
-    path = Path(model_dir) / RUN_CONFIG_FILE
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.exists() else {}
-
-
 def run_batch(model, batch):
     """The model's outputs for one padded batch, built on CPU and moved to the model's device."""
     return model(**{key: value.to(model.device) for key, value in batch.items()})
@@ -76,8 +67,6 @@ def run_batch(model, batch):
 def inference_precision(precision: str):
     """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
     the device runs it natively, else fp32) - what `precision` means for training too."""
-    from .training import resolve_precision
-
     flags, _ = resolve_precision(precision)
     dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
     device_type = "cuda" if torch.cuda.is_available() else "cpu"

@@ -113,14 +113,9 @@ def _records(path: str, text: str):
     if isinstance(whole, dict) and "context" not in whole:
         yield from _squad_records(path, whole)
         return
-    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit inside strings
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise BertkitError(f"{path} line {number} is not valid JSON ({err.msg}, column {err.colno}) — fix "
-                               f"that line; each line must hold one JSON object") from None
+    from .data import json_lines
+
+    for number, row in json_lines(path, text):
         yield _flat(path, row, f"line {number}")
 
 
@@ -488,13 +483,10 @@ class QAModel:
 
 def load_qa_model(model_dir: str) -> QAModel:
     """A qa run's output directory: the model, its tokenizer, and the window / answer settings it was trained with."""
-    from .checkpoints import load_finetuned, load_tokenizer, require_task
+    from .checkpoints import load_finetuned, load_tokenizer
     from .modeling_bert import BertkitForQuestionAnswering
 
-    if not Path(model_dir).is_dir():
-        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a qa run")
-    require_task(model_dir, "ForQuestionAnswering", "question-answering predict/evaluate")
-    model = load_finetuned(BertkitForQuestionAnswering, model_dir)
+    model = load_finetuned(BertkitForQuestionAnswering, model_dir, "qa")
     config = model.config
     setting = lambda key, default: int(getattr(config, key, default))  # noqa: E731
     max_length = min(setting("qa_max_length", 384), config.max_position_embeddings)

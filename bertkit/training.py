@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import transformers
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -216,6 +217,12 @@ def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
                        command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
 
 
+def read_run_config(output_dir: str) -> dict:
+    """The resolved config a run saved beside its model ({} if there is none)."""
+    path = Path(output_dir) / RUN_CONFIG_FILE
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.exists() else {}
+
+
 def plot_training_curve(log_history: list[dict], path: Path, metric: str | None) -> Path | None:
     """Training loss (and eval loss / the eval metric) against step, as a PNG."""
     import matplotlib
@@ -295,6 +302,7 @@ def _write_model_card(output_dir: Path) -> None:
 __all__ = [
     "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision",
     "training_arguments", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
-    "write_json", "save_run_config", "plot_training_curve", "summary_table", "finish_run", "config_to_dict",
+    "write_json", "save_run_config", "read_run_config", "plot_training_curve", "summary_table", "finish_run",
+    "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]
