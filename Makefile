@@ -18,11 +18,12 @@ $(VENV)/.bertkit-installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(OFFLINE) $(BIN)/bertkit run classify -c recipes/configs/classify/en_sentiment.yaml
+	$(OFFLINE) $(BIN)/bertkit run classify -c classify/en_sentiment
 	$(OFFLINE) $(BIN)/bertkit predict runs/en_sentiment data/en_sentiment/dev.csv -o runs/en_sentiment/dev_predictions.jsonl
 
+# The suite includes tests/test_wheel.py: the wheel installed into a fresh venv (with this torch pin), run from /tmp.
 test: setup
-	$(OFFLINE) $(BIN)/pytest -q
+	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q
 
 lint: setup
 	$(BIN)/ruff check bertkit recipes tests benchmarks

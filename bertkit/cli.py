@@ -1,7 +1,7 @@
 """The `bertkit` command: thin typer commands over plain functions.
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
-    bertkit run classify -c recipes/configs/classify/en_sentiment.yaml train.num_train_epochs=5
+    bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
     bertkit ls | cp | validate | predict | evaluate | inspect | push
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,12 +18,11 @@ from typing import Optional
 import typer
 
 from .errors import BertkitError
+from .shipped import (CONFIGS_DIR, RECIPES_DIR, config_names, copy_text, recipe_names, recipe_path,
+                      resolve_config_path)
 
 app = typer.Typer(help="Fine-tune, pretrain, evaluate and share BERT models.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
-
-RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
-CONFIGS_DIR = RECIPES_DIR / "configs"
 
 
 def user_errors(command):
@@ -44,29 +42,13 @@ def user_errors(command):
 # -------------------------------------------------------------------------------------------------------- recipes
 
 
-def recipe_names() -> list[str]:
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.py") if not p.stem.startswith("_"))
-
-
 def load_recipe(name: str) -> ModuleType:
-    """Import recipes/<name>.py by path (recipes are scripts beside the package, not part of it)."""
-    path = RECIPES_DIR / f"{name}.py"
-    if not path.exists():
-        raise BertkitError(f"no recipe named {name!r} — available: {', '.join(recipe_names())} (see bertkit ls)")
-    spec = importlib.util.spec_from_file_location(f"bertkit_recipes.{name}", path)
+    """Import a shipped recipe by path (recipes are scripts that use the library, not part of its API)."""
+    spec = importlib.util.spec_from_file_location(f"bertkit_recipes.{Path(name).stem}", recipe_path(name))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def resolve_config_path(config: str) -> Path:
-    """A path, or a shipped config by name: `classify/en_sentiment` -> recipes/configs/classify/en_sentiment.yaml."""
-    candidates = [Path(config), CONFIGS_DIR / config, CONFIGS_DIR / f"{config}.yaml"]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise BertkitError(f"config file {config} not found — give a YAML path or a name from bertkit ls")
 
 
 def load_recipe_config(recipe: str, config: Optional[str], overrides: list[str]):
@@ -80,7 +62,7 @@ def load_recipe_config(recipe: str, config: Optional[str], overrides: list[str])
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @user_errors
 def run(
-    recipe: str = typer.Argument(..., help="Recipe name: classify, ner, qa, choice, mlm (see bertkit ls)."),
+    recipe: str = typer.Argument(..., help="Recipe: classify, ner, qa, choice, mlm (see bertkit ls), or a .py copy."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.learning_rate=3.0e-5"),
     config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
 ):
@@ -101,23 +83,36 @@ def list_recipes():
     for name in recipe_names():
         summary = (load_recipe(name).__doc__ or "").strip().splitlines()[0]
         typer.echo(f"{name:<10} {summary}")
-        for path in sorted((CONFIGS_DIR / name).glob("*.yaml")):
-            typer.echo(f"    {name}/{path.stem:<24} {config_header_command(path) or ''}")
+        for config_name in config_names(name):
+            typer.echo(f"    {config_name:<33} {config_header_command(CONFIGS_DIR / f'{config_name}.yaml') or ''}")
 
 
 @app.command("cp")
 @user_errors
 def copy(
     source: str = typer.Argument(..., help="A recipe name (classify) or a config name (classify/en_sentiment)."),
-    destination: Path = typer.Argument(..., help="Where to write the copy."),
+    destination: Path = typer.Argument(..., help="A file name, or a folder (created if missing) to copy into."),
+    force: bool = typer.Option(False, "--force", help="Replace a file that is already there."),
 ):
-    """Copy a recipe or a shipped config out to edit it."""
-    path = RECIPES_DIR / f"{source}.py" if (RECIPES_DIR / f"{source}.py").exists() else resolve_config_path(source)
-    if destination.exists() and destination.is_file():
-        raise BertkitError(f"{destination} already exists — choose another name or delete it first")
-    target = destination / path.name if destination.is_dir() else destination
-    shutil.copyfile(path, target)
+    """Copy a recipe or a shipped config out to edit it. A config's sample-data paths are made absolute, so the copy
+    runs from any folder; an existing file is never replaced without --force."""
+    path = RECIPES_DIR / f"{source}.py" if (RECIPES_DIR / f"{source}.py").is_file() else resolve_config_path(source)
+    target = copy_target(path, destination)
+    if target.exists() and not force:
+        raise BertkitError(f"{target} already exists — choose another name, or add --force to replace it")
+    if not target.parent.is_dir():
+        target.parent.mkdir(parents=True)
+        typer.echo(f"created folder {target.parent}")
+    target.write_text(copy_text(path, target), encoding="utf-8")
     typer.echo(f"copied {path} -> {target}")
+
+
+def copy_target(source: Path, destination: Path) -> Path:
+    """Where `bertkit cp` writes: into `destination` when it is a folder, or names none with the source's suffix
+    (`bertkit cp classify/en_sentiment my_configs`); else the file `destination` itself."""
+    if destination.is_dir() or (not destination.exists() and destination.suffix != source.suffix):
+        return destination / source.name
+    return destination
 
 
 @app.command()

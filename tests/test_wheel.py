@@ -1,0 +1,118 @@
+"""bertkit as a user installs it: a wheel built from this checkout, installed with its dependencies into a fresh
+venv, its `bertkit` command run from a folder that is not the checkout.
+
+The venv cannot see the checkout (no editable install, no PYTHONPATH, another working directory), so the recipes,
+configs and sample data must come from the wheel. About two minutes: most of it is pip installing the dependencies
+from its cache. The torch requirement is pinned (BERTKIT_TORCH, from the Makefile) so that pip never pulls a CUDA
+build.
+"""
+
+import csv
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.shipped import CONFIGS_DIR, recipe_names
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH = os.environ.get("BERTKIT_TORCH") or f"torch=={torch.__version__.split('+')[0]}"
+
+pytestmark = pytest.mark.wheel
+
+
+def _run(command, cwd, env=None, timeout=900):
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(map(str, command))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(bertkit command, environment, a work folder) of a fresh venv with bertkit installed from its wheel."""
+    base = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)], cwd=base)
+    wheel = glob.glob(str(base / "dist" / "bertkit-*.whl"))
+    assert len(wheel) == 1, wheel
+    _run([sys.executable, "-m", "venv", str(base / "venv")], cwd=base)
+    _run([str(base / "venv/bin/python"), "-m", "pip", "install", "-q", *shlex.split(TORCH), wheel[0]], cwd=base)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false",
+               PATH=f"{base / 'venv/bin'}{os.pathsep}{env.get('PATH', '')}", HF_HOME=str(base / "hf_home"))
+    work = base / "work"
+    work.mkdir()
+    return {"bertkit": str(base / "venv/bin/bertkit"), "python": str(base / "venv/bin/python"), "env": env,
+            "work": work, "wheel": Path(wheel[0])}
+
+
+def bertkit(installed, *args):
+    return _run([installed["bertkit"], *args], cwd=installed["work"], env=installed["env"]).stdout
+
+
+def test_the_wheel_carries_recipes_configs_and_sample_data(installed):
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    for recipe in recipe_names():
+        assert f"bertkit/shipped/recipes/{recipe}.py" in names
+    for config in CONFIGS_DIR.glob("*/*.*"):
+        assert f"bertkit/shipped/recipes/configs/{config.parent.name}/{config.name}" in names
+    assert "bertkit/shipped/data/en_sentiment/train.csv" in names
+    assert not any(name.startswith(("recipes/", "data/", "tests/")) for name in names)
+
+
+def test_installed_package_is_not_the_checkout(installed):
+    where = _run([installed["python"], "-c", "import bertkit.shipped as s; print(s.ROOT)"], cwd=installed["work"],
+                 env=installed["env"]).stdout.strip()
+    assert "site-packages" in where and not Path(where).is_relative_to(ROOT), where
+
+
+def test_ls_lists_every_recipe_and_config(installed):
+    listing = bertkit(installed, "ls")
+    for recipe in recipe_names():
+        assert f"\n{recipe} " in f"\n{listing}", recipe
+    for config in CONFIGS_DIR.glob("*/*.yaml"):
+        assert f"{config.parent.name}/{config.stem}" in listing
+
+
+def test_main_job_runs_from_another_folder_and_predicts(installed):
+    """The README's main job (a shipped config by name; a few steps) and predict, from the work folder."""
+    out = installed["work"] / "runs" / "demo"
+    bertkit(installed, "run", "classify", "-c", "classify/en_sentiment", f"output_dir={out}",
+            "train.max_steps=3", "train.eval_strategy=steps", "train.save_strategy=steps", "train.eval_steps=3",
+            "train.save_steps=3", "precision=fp32")
+    saved = (out / "bertkit_config.yaml").read_text()
+    assert "site-packages/bertkit/shipped/data/en_sentiment/train.csv" in saved
+    rows = installed["work"] / "new.csv"
+    rows.write_text("text\nwhat a wonderful film\nboring and far too long\n")
+    bertkit(installed, "predict", str(out), "new.csv", "-o", "predictions.jsonl")
+    predictions = [json.loads(line) for line in (installed["work"] / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 2 and {p["label"] for p in predictions} <= {"positive", "negative"}
+
+
+def test_users_relative_paths_resolve_against_the_working_directory(installed):
+    with open(installed["work"] / "my.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows([["good", "pos"], ["bad", "neg"]] * 4)
+    bertkit(installed, "run", "classify", "data.train=my.csv", "output_dir=runs/mine", "train.max_steps=1",
+            "precision=fp32")
+    assert json.loads((installed["work"] / "runs/mine/config.json").read_text())["label2id"] == {"neg": 0, "pos": 1}
+
+
+def test_a_copied_config_and_recipe_run_from_their_new_place(installed):
+    bertkit(installed, "cp", "classify/en_sentiment", "mine/")
+    bertkit(installed, "cp", "classify", "mine/")
+    copied = installed["work"] / "mine" / "en_sentiment.yaml"
+    assert "site-packages/bertkit/shipped/data/en_sentiment/train.csv" in copied.read_text()
+    other = installed["work"] / "elsewhere"
+    other.mkdir()
+    result = _run([installed["bertkit"], "validate", "../mine/classify.py", "-c", "../mine/en_sentiment.yaml"],
+                  cwd=other, env=installed["env"])
+    assert "ok: " in result.stdout
