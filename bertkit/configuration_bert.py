@@ -37,11 +37,9 @@ class BertkitConfig(PreTrainedConfig):
     unpad: bool = True
 
     def __post_init__(self, **kwargs):
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size ({self.hidden_size}) must be a multiple of "
-                f"num_attention_heads ({self.num_attention_heads})"
-            )
+        # Architecture checks (hidden_size a multiple of num_attention_heads, no decoder flags) run when a model is
+        # built, as in stock BERT, so a config can be made, edited and saved in any order. classifier_pooling is
+        # bertkit's own field with no valid value outside the two: a typo is refused as soon as it is written.
         if self.classifier_pooling not in ("cls", "mean"):
             raise ValueError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
         super().__post_init__(**kwargs)

@@ -16,8 +16,12 @@ flash-attention, keeps them packed and passes `cu_seqlens`); each sequence atten
 padded path. What comes back is padded again: the real tokens' vectors equal the padded path's, and the
 padding positions of per-token outputs (last_hidden_state, hidden_states, MLM / token / QA logits) are zeros, where
 transformers would return values computed for the pad tokens. Inputs without padding, `output_attentions=True` and
-`unpad=False` take the padded path, which matches transformers everywhere, padding positions included. In training
+`unpad=False` take the padded path, which matches transformers everywhere, padding positions included; so do
+graphs (torch.export, torch.compile, torch.jit.trace, torch.fx), which cannot branch on the mask's values. In training
 mode with labels, the MLM heads score only the labelled positions (see `_mlm_logits_and_loss`).
+
+bertkit is an encoder: decoder settings (`is_decoder`, `add_cross_attention`) are refused when a model is built, and
+decoder inputs (`encoder_hidden_states`, caches) when they are passed, rather than ignored.
 
 Training on CPU: dropout draws its masks from 16 random bits per element instead of torch's per-element Bernoulli
 (`fast_dropout`), and sdpa with attention dropout runs as `eager_attention` (CPU sdpa has no fused kernel with
@@ -34,6 +38,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
     MaskedLMOutput,
@@ -44,6 +49,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+from transformers.utils import is_tracing
 
 from .configuration_bert import BertkitConfig
 from .padding import gather_tokens, length_buckets, pad_heads, pad_input, unpadding_indices
@@ -198,6 +204,9 @@ class BertkitSelfAttention(nn.Module):
 
     def __init__(self, config: BertkitConfig):
         super().__init__()
+        if config.hidden_size % config.num_attention_heads:
+            raise ValueError(f"hidden_size ({config.hidden_size}) must be a multiple of num_attention_heads "
+                             f"({config.num_attention_heads}): each head gets hidden_size / num_attention_heads")
         self.config = config
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
@@ -310,24 +319,44 @@ class BertkitIntermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-class BertkitLayer(nn.Module):
+class BertkitLayer(GradientCheckpointingLayer):
+    """One encoder layer. As a GradientCheckpointingLayer it checkpoints itself when the model's activation
+    checkpointing is on (and in training with gradients): positional arguments go through the checkpoint, keyword
+    arguments (`output_attentions`, `unpadding`) are bound as they are."""
+
     def __init__(self, config: BertkitConfig):
         super().__init__()
         self.attention = BertkitAttention(config)
         self.intermediate = BertkitIntermediate(config)
         self.output = BertkitSelfOutput(config, config.intermediate_size)  # same shape as BERT's "BertOutput"
+        self.chunk_size_feed_forward = config.chunk_size_feed_forward  # 0 = the whole feed-forward at once
 
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, unpadding=None):
         """hidden_states (B, T, D), or (N, D) with `unpadding` saying where those N real tokens sit."""
         attended, probs = self.attention(hidden_states, attention_mask, output_attentions, unpadding)
-        return self.output(self.intermediate(attended), attended), probs
+        if self.chunk_size_feed_forward:
+            return self._chunked_feed_forward(attended), probs
+        return self.feed_forward(attended), probs
+
+    def feed_forward(self, attended: torch.Tensor) -> torch.Tensor:
+        return self.output(self.intermediate(attended), attended)
+
+    def _chunked_feed_forward(self, attended: torch.Tensor) -> torch.Tensor:
+        """The feed-forward on `chunk_size_feed_forward` positions at a time (it is position-wise: the same result,
+        a smaller (., intermediate_size) activation). Padded (B, T, D) splits along T, as transformers' BERT;
+        packed (N, D) along N. A last, shorter chunk takes the remainder."""
+        dim = 0 if attended.dim() == 2 else 1
+        chunks = attended.split(self.chunk_size_feed_forward, dim=dim)  # (N_c, D) or (B, T_c, D) each
+        return torch.cat([self.feed_forward(chunk) for chunk in chunks], dim=dim)
 
 
 class BertkitEncoder(nn.Module):
     def __init__(self, config: BertkitConfig):
         super().__init__()
         self.layer = nn.ModuleList([BertkitLayer(config) for _ in range(config.num_hidden_layers)])
-        self.gradient_checkpointing = False  # switched on by PreTrainedModel.gradient_checkpointing_enable()
+        # Set, with each layer's own flag, by PreTrainedModel.activation_checkpointing_enable(); the layers
+        # checkpoint themselves (see BertkitLayer), this says whether it is on for the encoder.
+        self.gradient_checkpointing = False
 
     def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False,
                 unpadding=None):
@@ -335,13 +364,9 @@ class BertkitEncoder(nn.Module):
         repad = unpadding.unpack if unpadding is not None else (lambda hidden: hidden)
         all_hidden = [repad(hidden_states)] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layer:
-            if self.gradient_checkpointing and self.training:
-                hidden_states, probs = self._gradient_checkpointing_func(
-                    layer.__call__, hidden_states, attention_mask, output_attentions, unpadding
-                )
-            else:
-                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, unpadding)
+        for layer in self.layer:  # hidden_states positional: a reentrant checkpoint passes gradients through it
+            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions=output_attentions,
+                                         unpadding=unpadding)
             if output_hidden_states:
                 all_hidden.append(repad(hidden_states))
             if output_attentions:
@@ -385,38 +410,58 @@ class BertkitPreTrainedModel(PreTrainedModel):
         if isinstance(module, BertkitLMPredictionHead):
             nn.init.zeros_(module.bias)
 
-    def _run_options(self, kwargs) -> dict:
-        """output_attentions / output_hidden_states from the call, else from the config."""
-        return {
-            "output_attentions": bool(_call_or_config(kwargs, "output_attentions", self.config)),
-            "output_hidden_states": bool(_call_or_config(kwargs, "output_hidden_states", self.config)),
-        }
-
-    def unpadding(self, attention_mask, **kwargs) -> Unpadding | None:
+    def unpadding(self, attention_mask, unpad=None, output_attentions=None, **kwargs) -> Unpadding | None:
         """Where the real tokens are, if this call runs unpadded; None if it takes the padded path.
 
         Unpadded when unpadding is enabled (`unpad=` in the call, else `config.unpad`), the mask is a (B, T) mask
-        with at least one padding position, and attention probabilities are not requested."""
-        if attention_mask is None or attention_mask.dim() != 2 or not _call_or_config(kwargs, "unpad", self.config):
+        with at least one padding position, attention probabilities are not requested, and the call is not being
+        traced into a graph (export / compile / jit / fx: the padded path needs no branch on the mask's values)."""
+        if attention_mask is None or attention_mask.dim() != 2 or not _call_or_config(unpad, "unpad", self.config):
             return None
-        if _call_or_config(kwargs, "output_attentions", self.config) or bool(attention_mask.all()):
+        if _call_or_config(output_attentions, "output_attentions", self.config) or is_tracing(attention_mask):
+            return None
+        if bool(attention_mask.all()):
             return None
         return Unpadding.from_mask(attention_mask)
 
 
-def _call_or_config(kwargs, name, config):
-    value = kwargs.get(name)
+def _call_or_config(value, name, config):
+    """A per-call setting, or the config's when the call leaves it None."""
     return getattr(config, name, True) if value is None else value
 
 
-def _maybe_tuple(output, kwargs):
-    """Honour `return_dict=False` the way transformers models do."""
-    return output.to_tuple() if kwargs.get("return_dict") is False else output
+def _maybe_tuple(output, return_dict, config):
+    """A tuple (the non-None fields, in order) when `return_dict=False` is asked for in the call or, if the call
+    leaves it None, in the config: as transformers models do."""
+    return output if _call_or_config(return_dict, "return_dict", config) else output.to_tuple()
+
+
+# What only a decoder reads. An encoder given one would compute something else than the caller asked for.
+DECODER_INPUTS = ("encoder_hidden_states", "encoder_attention_mask", "past_key_values", "cache")
+
+
+def _refuse_decoder_inputs(kwargs) -> None:
+    """bertkit is an encoder: decoder inputs are refused by name, never dropped."""
+    for name in DECODER_INPUTS:
+        if kwargs.get(name) is not None:
+            raise ValueError(f"{name} is a decoder input: bertkit's BERT is an encoder without cross-attention "
+                             "or a cache")
+    if kwargs.get("use_cache"):
+        raise ValueError("use_cache=True: bertkit's BERT is an encoder and keeps no cache (pass nothing, or False)")
+
+
+def _refuse_decoder_config(config) -> None:
+    """Stock BertConfig can describe a decoder (causal self-attention, cross-attention); bertkit builds encoders."""
+    for flag in ("is_decoder", "add_cross_attention"):
+        if getattr(config, flag, False):
+            raise ValueError(f"config.{flag}=True: bertkit's BERT is an encoder (bidirectional self-attention, "
+                             "no cross-attention); use transformers' BertLMHeadModel for a decoder")
 
 
 class BertkitModel(BertkitPreTrainedModel):
     def __init__(self, config: BertkitConfig, add_pooling_layer: bool = True):
         super().__init__(config)
+        _refuse_decoder_config(config)
         self.embeddings = BertkitEmbeddings(config)
         self.encoder = BertkitEncoder(config)
         self.pooler = BertkitPooler(config) if add_pooling_layer else None
@@ -435,12 +480,20 @@ class BertkitModel(BertkitPreTrainedModel):
         token_type_ids=None,
         position_ids=None,
         inputs_embeds=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
         **kwargs,
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        """`unpad=` (bool) in kwargs overrides `config.unpad` for this call; loss kwargs are ignored here."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        options = self._run_options(kwargs)
-        unpadding = self.unpadding(attention_mask, **kwargs)
+        _refuse_decoder_inputs(kwargs)
+        options = {  # from the call, else from the config
+            "output_attentions": bool(_call_or_config(output_attentions, "output_attentions", self.config)),
+            "output_hidden_states": bool(_call_or_config(output_hidden_states, "output_hidden_states", self.config)),
+        }
+        unpadding = self.unpadding(attention_mask, output_attentions=options["output_attentions"], **kwargs)
         if unpadding is not None and self.config._attn_implementation in ("sdpa", "eager"):  # masks are tensors
             unpadding = unpadding.with_length_buckets(ATTENTION_BUCKET_TOKENS)
         if unpadding is None:
@@ -459,7 +512,7 @@ class BertkitModel(BertkitPreTrainedModel):
             hidden_states=all_hidden,
             attentions=all_attentions,
         )
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
     def _embed_unpadded(self, unpadding, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
         """Embeddings of the real tokens only: (N, D)."""
@@ -612,10 +665,11 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, next_sentence_label=None, **kwargs) -> BertForPreTrainingOutput:
+                inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None, **kwargs) -> BertForPreTrainingOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(kwargs))
-        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
+        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
         prediction_logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         if labels is not None and next_sentence_label is not None:
@@ -623,7 +677,7 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         output = BertForPreTrainingOutput(loss=loss, prediction_logits=prediction_logits,
                                           seq_relationship_logits=nsp_logits,
                                           hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
     @staticmethod
     def _nsp_loss(nsp_logits, nsp_labels, mlm_labels, num_items_in_batch):
@@ -671,19 +725,22 @@ class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> MaskedLMOutput:
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None, **kwargs) -> MaskedLMOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(kwargs))
-        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
+        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
         logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
         output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                 attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
 
-def _encoder_kwargs(kwargs) -> dict:
-    """What a head forwards to the encoder: the output switches, never loss kwargs or return_dict."""
-    return {k: kwargs[k] for k in ("output_attentions", "output_hidden_states", "unpad") if k in kwargs}
+def _encoder_kwargs(output_attentions, output_hidden_states, kwargs) -> dict:
+    """What a head passes to its encoder: the output switches, return_dict=True (the head makes its own tuple), and
+    the call's other kwargs: `unpad`, loss kwargs (which the encoder ignores), decoder inputs (which it refuses)."""
+    return {**kwargs, "output_attentions": output_attentions, "output_hidden_states": output_hidden_states,
+            "return_dict": True}
 
 
 def _classifier_dropout(config: BertkitConfig) -> Dropout:
@@ -712,9 +769,10 @@ class BertkitForSequenceClassification(BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> SequenceClassifierOutput:
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None, **kwargs) -> SequenceClassifierOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(kwargs))
+                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
         if self.config.classifier_pooling == "mean":
             pooled = mean_pool(outputs.last_hidden_state, attention_mask)
         else:
@@ -726,7 +784,7 @@ class BertkitForSequenceClassification(BertkitPreTrainedModel):
             loss = sequence_loss(logits, labels, self.config.problem_type, kwargs.get("num_items_in_batch"))
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
 
 class BertkitForTokenClassification(BertkitPreTrainedModel):
@@ -739,15 +797,16 @@ class BertkitForTokenClassification(BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> TokenClassifierOutput:
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None, **kwargs) -> TokenClassifierOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(kwargs))
-        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
+        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
         logits = _per_token(self._classify, outputs.last_hidden_state, unpadding)  # (B, T, num_labels)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
     def _classify(self, hidden_states):
         return self.classifier(self.dropout(hidden_states))
@@ -771,10 +830,11 @@ class BertkitForQuestionAnswering(BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, start_positions=None, end_positions=None, **kwargs) -> QuestionAnsweringModelOutput:
+                inputs_embeds=None, start_positions=None, end_positions=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None, **kwargs) -> QuestionAnsweringModelOutput:
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(kwargs))
-        unpadding = self.bert.unpadding(attention_mask, **kwargs)
+                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
+        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
         logits = _per_token(self.qa_outputs, outputs.last_hidden_state, unpadding)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         loss = None
@@ -782,7 +842,7 @@ class BertkitForQuestionAnswering(BertkitPreTrainedModel):
             loss = (self._span_loss(start_logits, start_positions) + self._span_loss(end_logits, end_positions)) / 2
         output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
                                               hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
     @staticmethod
     def _span_loss(logits, positions):
@@ -802,16 +862,17 @@ class BertkitForMultipleChoice(BertkitPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> MultipleChoiceModelOutput:
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None, **kwargs) -> MultipleChoiceModelOutput:
         reference = input_ids if input_ids is not None else inputs_embeds
         num_choices = reference.shape[1]
         flat = [_flatten_choices(t) for t in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)]
-        outputs = self.bert(*flat, **_encoder_kwargs(kwargs))
+        outputs = self.bert(*flat, **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B*N, 1) -> (B, N)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
         output = MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                            attentions=outputs.attentions)
-        return _maybe_tuple(output, kwargs)
+        return _maybe_tuple(output, return_dict, self.config)
 
 
 def _flatten_choices(tensor):
