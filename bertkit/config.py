@@ -35,7 +35,7 @@ from typing import Any, Literal, NamedTuple, Union
 
 import yaml
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigValueError
 
 logger = logging.getLogger(__name__)
 
@@ -513,7 +513,10 @@ def _build(cls: type, data: Any, prefix: str, sources: _Sources) -> Any:
             raise BertkitError(
                 f"config key '{key}' is required — set it in the config file or add {key}=... to the command"
             )
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)  # a recipe's __post_init__ checks the values (bertkit/checks.py)
+    except ConfigValueError as error:
+        raise BertkitError(f"{error}{sources.suffix(error.key)}") from None
 
 
 def _unknown_key(prefix: str, name: Any, valid: list[str], sources: _Sources) -> BertkitError:
@@ -590,7 +593,29 @@ def _translate_train(train: dict, key: str, sources: _Sources) -> dict:
     return train
 
 
+# `train:` keys that bertkit owns elsewhere: TrainingArguments would take them, and the run would go wrong quietly.
+_REFUSED_TRAIN_KEYS = {
+    "output_dir": "it duplicates the top-level output_dir, which resume, the saved config and push read — set the "
+                  "top-level output_dir=... instead",
+    "seed": "it duplicates the top-level seed, which the recipe passes on — set the top-level seed=... instead",
+    "resume_from_checkpoint": "the Trainer ignores it — set the top-level resume=true or resume=<checkpoint path>",
+    "hub_token": "a token in a config is written in plain text to bertkit_config.yaml and training_args.bin — set "
+                 "the HF_TOKEN environment variable or run `hf auth login` instead",
+}
+
+
+def _refuse_train_keys(train: dict, key: str, sources: _Sources) -> None:
+    for name in _REFUSED_TRAIN_KEYS.keys() & train.keys():
+        if name == "hub_token" and train[name] is None:
+            continue  # `hub_token: null` (a saved run config) holds no secret
+        source = sources.suffix(_join(key, name))
+        if name == "hub_token" and "override" in source:  # never echo the token itself
+            source = " (from the command line)"
+        raise BertkitError(f"config key '{key}.{name}' is not accepted: {_REFUSED_TRAIN_KEYS[name]}{source}")
+
+
 def _validate_train(train: dict, key: str, sources: _Sources) -> dict:
+    _refuse_train_keys(train, key, sources)
     train = _translate_train(dict(train), key, sources)
     fields = _train_fields()
     checked = {}

@@ -28,7 +28,7 @@ from array import array
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import datasets
 import pyarrow as pa
@@ -168,16 +168,24 @@ def _csv_records(text: str, path: str, delimiter: str) -> list[tuple[int, list[s
                 records.append((line, fields))
 
 
+def _check_separator(text: str, path: str, delimiter: str) -> None:
+    """A header line without the file's separator but with another one: the file was saved with the wrong
+    separator. Checked on the raw first line, before any row, so that a stray quote in a later row is not blamed."""
+    lines = text.lstrip("\ufeff").split("\n")
+    number, header = next(((i + 1, line) for i, line in enumerate(lines) if line.strip()), (1, ""))
+    if delimiter in header:
+        return
+    other = next((sep for sep in (";", "\t", ",", "|") if sep != delimiter and sep in header), None)
+    if other:
+        want = "tab" if delimiter == "\t" else "comma"
+        raise BertkitError(
+            f"{path} line {number} has a single column '{_clip(header.strip(), 40)}': the file seems to be separated "
+            f"by {other!r}, but a {Path(path).suffix} file is read as {want}-separated — re-save it {want}-separated"
+        )
+
+
 def _csv_header(fields: list[str], path: str, delimiter: str, line: int) -> list[str]:
     names = [name.strip() or f"Unnamed: {i}" for i, name in enumerate(fields)]  # pandas' name for an index column
-    if len(names) == 1:
-        other = next((sep for sep in (";", "\t", ",", "|") if sep != delimiter and sep in names[0]), None)
-        if other:
-            want = "tab" if delimiter == "\t" else "comma"
-            raise BertkitError(
-                f"{path} line {line} has a single column '{_clip(names[0], 40)}': the file seems to be separated by "
-                f"{other!r}, but a {Path(path).suffix} file is read as {want}-separated — re-save it {want}-separated"
-            )
     for name, count in Counter(names).items():
         if count > 1:
             raise BertkitError(
@@ -187,7 +195,9 @@ def _csv_header(fields: list[str], path: str, delimiter: str, line: int) -> list
 
 
 def _read_delimited(path: str, delimiter: str) -> datasets.Dataset:
-    records = _csv_records(read_text(path), path, delimiter)
+    text = read_text(path)
+    _check_separator(text, path, delimiter)
+    records = _csv_records(text, path, delimiter)
     if not records:
         raise BertkitError(f"{path} is empty — put a header line, then one row per example, in it")
     header = _csv_header(records[0][1], path, delimiter, records[0][0])
@@ -606,15 +616,20 @@ def _as_number(value: Any) -> float | None:
     return None
 
 
+# How tables spell a missing value (pandas, R, spreadsheets): a label written so is no label, never a class.
+MISSING_LABELS = frozenset({"", "nan", "none", "null", "na", "n/a", "<na>"})
+
+
 def _label_name(value: Any) -> str | None:
-    """The name a single label value goes by: 3, 3.0 and '3' are all '3', so that int labels in a CSV match the
-    same labels in a JSON file and in a model's id2label. None / NaN / '' is no label."""
+    """The name a single label value goes by, surrounding whitespace stripped: 3, 3.0 and '3' are all '3', so that
+    int labels in a CSV match the same labels in a JSON file and in a model's id2label. None, NaN and the
+    MISSING_LABELS spellings ('', 'NaN', 'None', 'null', 'NA') are no label."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     name = str(value).strip()
-    return name or None
+    return None if name.lower() in MISSING_LABELS else name
 
 
 def _label_names(value: Any, kind: str, delimiter: str) -> list[str]:
@@ -636,13 +651,70 @@ def _name_order(name: str) -> tuple:
     return (0, number, name) if number is not None else (1, 0.0, name)
 
 
-def _guess_kind(values: list, delimiter: str) -> LabelKind:
+Where = Callable[[int], str]  # row index -> 'line 7' / 'row 7', for messages
+
+
+def _rows(items: list[tuple[int, Any]], where: Where | None, most: int = 3) -> str:
+    """"line 7 ('x'), line 9 ('y') and 4 more": where the odd values of a column are."""
+    shown = ", ".join(f"{where(i) if where else f'value {i + 1}'} ({_clip(repr(v), 20)})" for i, v in items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _guess_kind(labelled: list[tuple[int, Any]], delimiter: str, source: str = "", where: Where | None = None
+                ) -> LabelKind:  # fmt: skip
+    """Lists or `delimiter`-joined strings are multi-label; numbers with fractions a score; anything else classes.
+    A column that mostly follows one rule and breaks it in a few rows is refused, naming them: one stray value
+    must not turn a classifier into a regression, or a score into forty classes."""
+    values = [v for _, v in labelled]
     if any(isinstance(v, (list, tuple)) for v in values) or any(isinstance(v, str) and delimiter in v for v in values):
         return "multi"
-    numbers = [_as_number(v) for v in values]
-    if values and all(n is not None for n in numbers) and any(not n.is_integer() for n in numbers):
-        return "regression"
-    return "single"
+    numbers = [(i, _as_number(v)) for i, v in labelled]
+    words = [(i, v) for (i, v), (_, n) in zip(labelled, numbers) if n is None]
+    if words and len(words) < len(labelled):
+        _refuse_mixed_labels(labelled, words, source, where)
+    if words:
+        return "single"
+    fractions = [(i, n) for i, n in numbers if not n.is_integer()]
+    if fractions and len(fractions) < len(numbers) - len(fractions):
+        raise BertkitError(
+            f"labels{_in(source)} are whole numbers except at {_rows(fractions, where)} — for a score set "
+            f"data.label_kind=regression; for classes fix those rows (or set data.label_kind=single)"
+        )
+    return "regression" if fractions else "single"
+
+
+def _in(source: str) -> str:
+    return f" in {source}" if source else ""
+
+
+def _refuse_mixed_labels(labelled: list, words: list, source: str, where: Where | None) -> None:
+    if 2 * len(words) <= len(labelled):  # mostly numbers: a few words are typos in a score or a class id
+        raise BertkitError(
+            f"labels{_in(source)} are numbers except at {_rows(words, where)} — fix those rows, or set "
+            f"data.label_kind=single to make every value a class name"
+        )
+    numbers = [(i, v) for i, v in labelled if _as_number(v) is not None]
+    raise BertkitError(
+        f"labels{_in(source)} are class names except at {_rows(numbers, where)}, which are numbers — fix those "
+        f"rows, or set data.label_kind=single to keep them as classes"
+    )
+
+
+def _refuse_case_variants(labelled: list, kind: str, delimiter: str, source: str, where: Where | None) -> None:
+    """'Positive' beside 'positive' would be two classes: refuse, naming the first row of each spelling."""
+    first: dict[str, int] = {}
+    for i, value in labelled:
+        for name in _label_names(value, kind, delimiter):
+            first.setdefault(name, i)
+    spellings: dict[str, list[str]] = {}
+    for name in first:
+        spellings.setdefault(name.casefold(), []).append(name)
+    clash = next((names for names in spellings.values() if len(names) > 1), None)
+    if clash:
+        shown = " and ".join(f"{name!r} ({where(first[name]) if where else f'value {first[name] + 1}'})"
+                             for name in clash[:3])
+        raise BertkitError(f"labels {shown}{_in(source)} differ only in case, so they would be "
+                           f"{len(clash)} classes — write each label one way")
 
 
 @dataclasses.dataclass
@@ -668,25 +740,30 @@ class LabelSpace:
 
     @classmethod
     def from_values(
-        cls, values: Iterable[Any], kind: LabelKind | Literal["auto"] = "auto", delimiter: str = ";", source: str = ""
+        cls, values: Iterable[Any], kind: LabelKind | Literal["auto"] = "auto", delimiter: str = ";", source: str = "",
+        where: Where | None = None,
     ) -> LabelSpace:
         """The label space of a TRAINING split's label values. `kind="auto"`: lists or `delimiter`-joined strings
-        are multi-label, numbers with a fraction are regression, anything else single-label."""
-        values = [v for v in values if _label_name(v) is not None]
-        where = f" in {source}" if source else ""
+        are multi-label, numbers with fractions are regression, anything else single-label; a column that breaks
+        its own pattern in a few rows, or spells one label in two cases, is refused. `where(i)` says where value i
+        is ('line 7') in those messages. Missing values (None, NaN, MISSING_LABELS) are left out here."""
+        labelled = [(i, v) for i, v in enumerate(values) if _label_name(v) is not None]
+        values = [v for _, v in labelled]
+        where_text = _in(source)
         if not values:
             raise BertkitError(
-                f"no label values found{where} — fill in the labels, or point data.label_column at them"
+                f"no label values found{where_text} — fill in the labels, or point data.label_column at them"
             )
-        kind = _guess_kind(values, delimiter) if kind == "auto" else kind
+        kind = _guess_kind(labelled, delimiter, source, where) if kind == "auto" else kind
         if kind == "regression":
             return cls("regression", [], delimiter)
+        _refuse_case_variants(labelled, kind, delimiter, source, where)
         names = sorted({name for value in values for name in _label_names(value, kind, delimiter)}, key=_name_order)
         if not names:  # multi-label rows that are all empty lists
-            raise BertkitError(f"no label values found{where} — every row's label list is empty; fill them in")
+            raise BertkitError(f"no label values found{where_text} — every row's label list is empty; fill them in")
         if kind == "single" and len(names) < 2:
             raise BertkitError(
-                f"only one label ({names[0]!r}) was found{where} — a classifier needs at least two; for a "
+                f"only one label ({names[0]!r}) was found{where_text} — a classifier needs at least two; for a "
                 f"score use numbers with decimals, or set data.label_kind=regression"
             )
         return cls(kind, names, delimiter)
@@ -837,14 +914,31 @@ def _raw_labels(dataset: datasets.Dataset, column: str) -> tuple[list, list[str]
 
 
 def _label_space_from(values: list, column: str, class_names: list[str] | None, kind: str, delimiter: str,
-                      source: str) -> LabelSpace:  # fmt: skip
+                      source: str, where: Where | None = None) -> LabelSpace:  # fmt: skip
     if class_names is not None and kind == "auto":
         multi = any(isinstance(v, list) for v in values)
         return LabelSpace("multi" if multi else "single", list(class_names), delimiter)
     if kind == "auto" and column.strip().lower() in ("score", "分数"):
         if all(_as_number(v) is not None for v in values if _label_name(v) is not None):
             kind = "regression"  # scores of 1, 2, 3 are still scores when the column says so
-    return LabelSpace.from_values(values, kind, delimiter, source=f"{source} column '{column}'")
+    return LabelSpace.from_values(values, kind, delimiter, source=f"{source} column '{column}'", where=where)
+
+
+def check_missing_labels(values: list, kind: str, dataset: datasets.Dataset, source: str) -> None:
+    """A labelled row without a label (empty, NaN, None, null, NA) is refused, naming the rows: it would
+    otherwise be trained on as whatever the label column defaults to. Multi-label rows may be empty (no label
+    applies)."""
+    if kind == "multi":
+        return
+    missing = [i for i, value in enumerate(values) if _label_name(value) is None]
+    if not missing:
+        return
+    also = ", ".join(row_location(dataset, i) for i in missing[1:4]) + (", ..." if len(missing) > 4 else "")
+    more = f" (also {also}: {len(missing)} rows in all)" if also else ""
+    raise BertkitError(
+        f"{source} {row_location(dataset, missing[0])}: the label is empty{more} — empty cells and NaN, None, "
+        f"null, NA count as missing; fill in the labels or delete those rows"
+    )
 
 
 _LABEL_FEATURES = {
@@ -881,7 +975,9 @@ def load_split(
         return dataset, columns, label_space
     values, class_names = _raw_labels(dataset, columns.label)
     if label_space is None:
-        label_space = _label_space_from(values, columns.label, class_names, label_kind, delimiter, path)
+        label_space = _label_space_from(values, columns.label, class_names, label_kind, delimiter, path,
+                                        functools.partial(row_location, dataset))
+    check_missing_labels(values, label_space.kind, dataset, path)
     encoded = [label_space.encode(value, path, row_location(dataset, i)) for i, value in enumerate(values)]
     base = dataset.remove_columns("labels") if "labels" in dataset.column_names else dataset
     labeled = base.add_column("labels", encoded, feature=_LABEL_FEATURES[label_space.kind])
@@ -955,6 +1051,8 @@ __all__ = [
     "LABEL_COLUMNS",
     "ColumnMap",
     "LabelSpace",
+    "MISSING_LABELS",
+    "check_missing_labels",
     "read_table",
     "row_location",
     "resolve_columns",

@@ -8,3 +8,12 @@ exits non-zero; library callers can catch it.
 
 class BertkitError(Exception):
     """A user-facing error: the message is one line, names what is wrong and how to fix it."""
+
+
+class ConfigValueError(BertkitError):
+    """A config value that cannot work, raised where the config is built (a recipe's `Config.__post_init__`);
+    `load_config` adds where `key` was set (`(from override data.max_length=1)`)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key

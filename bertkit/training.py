@@ -125,6 +125,7 @@ def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save
     the adapter)."""
     from peft import LoraConfig, get_peft_model
 
+    check_lora_targets(model, options.target_modules)
     lora = LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
                       target_modules=list(options.target_modules), modules_to_save=modules_to_save)
     model = get_peft_model(model, lora)
@@ -132,6 +133,19 @@ def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save
     also = f" (+ {', '.join(modules_to_save)})" if modules_to_save else ""
     say(f"LoRA r={options.r} on {', '.join(options.target_modules)}{also}: {trainable:,} of {total:,} parameters train")
     return model
+
+
+def check_lora_targets(model, targets: list[str]) -> None:
+    """Each of lora.target_modules must name layers peft can wrap (it matches the end of a module's dotted name):
+    one line listing the linear layers there are, instead of peft's error."""
+    wrappable = [name for name, module in model.named_modules()
+                 if isinstance(module, (torch.nn.Linear, torch.nn.Embedding))]
+    for target in targets:
+        if not any(name == target or name.endswith("." + target) for name in wrappable):
+            linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if isinstance(module, torch.nn.Linear)})
+            raise BertkitError(f"config key 'lora.target_modules': {target!r} names no linear layer of this model — "
+                               f"use some of {', '.join(linear)} (e.g. lora.target_modules=[query,value])")
 
 
 # ---------------------------------------------------------------------------------------------- Trainer wiring
@@ -143,19 +157,28 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     evaluation and checkpoint each epoch with best-model selection when there is a dev split."""
     flags, message = resolve_precision(precision)
     say(message)
+    args = {**trainer_kwargs(train, output_dir, seed, has_eval, metric_for_best, greater_is_better), **flags}
+    if has_eval and args.get("dataloader_drop_last"):
+        say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
+            "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
+            "per process")
+    return transformers.TrainingArguments(**args)
+
+
+def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metric_for_best: str | None,
+                   greater_is_better: bool = True) -> dict:
+    """The TrainingArguments keywords of a run, precision aside: bertkit's defaults, the `train:` block over them,
+    and with a dev split evaluation on the save schedule and best-model selection. Pure, so that `bertkit validate`
+    (bertkit/checks.py) checks the very settings `training_arguments` passes on."""
     args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
-            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train, **flags}
+            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train}
     if has_eval:
-        if args.get("dataloader_drop_last"):
-            say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
-                "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
-                "per process")
         args.setdefault("eval_strategy", args["save_strategy"])
         args.setdefault("load_best_model_at_end", True)
         if metric_for_best:
             args.setdefault("metric_for_best_model", metric_for_best)
             args.setdefault("greater_is_better", greater_is_better)
-    return transformers.TrainingArguments(**args)
+    return args
 
 
 def selection_metric(args: transformers.TrainingArguments, default: str | None) -> str | None:
@@ -301,7 +324,7 @@ def _write_model_card(output_dir: Path) -> None:
 
 __all__ = [
     "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision",
-    "training_arguments", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
+    "training_arguments", "trainer_kwargs", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
     "write_json", "save_run_config", "read_run_config", "plot_training_curve", "summary_table", "finish_run",
     "config_to_dict",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",

@@ -20,6 +20,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForMultipleChoice
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checks import check_max_length, check_recipe
 from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
 from bertkit.errors import BertkitError
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
@@ -63,6 +64,10 @@ class Config:
         "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        check_max_length(self.data.max_length)
+        check_recipe(self, has_eval=self.data.eval is not None)
 
 
 SELECTION = "accuracy"

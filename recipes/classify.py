@@ -22,6 +22,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checks import check_max_length, check_recipe
 from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, document_probabilities,
                                     encode_split, score)
 from bertkit.data import LabelSpace, load_split
@@ -84,8 +85,10 @@ class Config:
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
-    def __post_init__(self):  # `bertkit validate` catches settings that cannot fit max_length, before any loading
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        check_max_length(self.data.max_length)
         self.long_doc.check(self.data.max_length)
+        check_recipe(self, has_eval=self.data.eval is not None)
 
 
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them

@@ -23,6 +23,7 @@ import datasets
 import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checks import check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.errors import BertkitError
 from bertkit.masking import MaskingCollator
 from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
@@ -110,6 +111,27 @@ class Config:
         "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        check_max_length(self.data.max_length)
+        if self.data.eval is None:
+            check_probability(self.data.eval_fraction, "data.eval_fraction", "e.g. data.eval_fraction=0.05, or give "
+                              "data.eval=<file>")
+        check_masking(self.masking)
+        check_seed(self.eval_seed, "eval_seed")
+        scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
+        check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated
+
+
+def check_masking(masking: MaskingConfig) -> None:
+    check_probability(masking.probability, "masking.probability", "BERT selects 0.15 of the tokens")
+    for key, value in (("masking.mask_replace_prob", masking.mask_replace_prob),
+                       ("masking.random_replace_prob", masking.random_replace_prob)):
+        require(0 <= value <= 1, key, value, "in [0, 1]", "BERT uses 0.8 [MASK] and 0.1 random")
+    total = masking.mask_replace_prob + masking.random_replace_prob
+    require(total <= 1, "masking.random_replace_prob", masking.random_replace_prob,
+            f"at most 1 - masking.mask_replace_prob = {1 - masking.mask_replace_prob:g}",
+            "BERT uses 0.8 [MASK] and 0.1 random (the other 0.1 stay unchanged)")
 
 
 def show(message: str) -> None:

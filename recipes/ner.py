@@ -20,6 +20,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForTokenClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
                          read_ner_file, score_tags, window_rows)
@@ -80,6 +81,14 @@ class Config:
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        check_max_length(self.data.max_length)
+        room = self.data.max_length - 2  # a window's sub-tokens between [CLS] and [SEP]
+        require(0 <= self.data.stride < room, "data.stride", self.data.stride,
+                f"0 or more and below the {room} tokens of a window (data.max_length - 2)",
+                f"e.g. data.stride={room // 4}")
+        check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
 
 
 SELECTION = "f1"

@@ -21,6 +21,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
                         postprocess, prediction_record, read_qa_file, tune_and_score)
@@ -77,6 +78,16 @@ class Config:
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
     })
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        check_max_length(self.data.max_length)
+        require(self.data.max_question_length >= 1, "data.max_question_length", self.data.max_question_length,
+                "at least 1", "e.g. data.max_question_length=64")
+        check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
+        require(self.n_best >= 1, "n_best", self.n_best, "at least 1", "e.g. n_best=20")
+        require(self.max_answer_length >= 1, "max_answer_length", self.max_answer_length, "at least 1",
+                "e.g. max_answer_length=30")
+        check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
 
 
 SELECTION_METRIC = "f1"

@@ -1,0 +1,262 @@
+"""Checks of a recipe config's numbers, paths and Trainer settings, run where the config is built.
+
+Each recipe's `Config.__post_init__` calls them, so `bertkit validate` and `bertkit run` refuse a value that cannot
+work before any model or data is loaded (nothing here loads either: paths are only looked at):
+
+    check_max_length(self.data.max_length)                  room for [CLS], [SEP] and some text
+    check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, lora, train, paths
+
+Every check raises `ConfigValueError` with one line that names the key, the rule and the fix; `load_config` adds
+where the key was set (`(from override data.max_length=1)`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .config import TRAIN_KEY, _show
+from .errors import BertkitError, ConfigValueError
+
+MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
+SEED_LIMIT = 2**32  # numpy's range, which transformers.set_seed seeds too
+
+
+def require(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
+    """Unless `ok`: `config key 'K' must be RULE, got VALUE — FIX`."""
+    if not ok:
+        raise ConfigValueError(key, f"config key '{key}' must be {rule}, got {_show(value)} — {fix}")
+
+
+def _number(value: Any) -> Any:
+    """4.0 -> 4 for messages and suggestions (TrainingArguments types most counts as floats)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# ---------------------------------------------------------------------------------------------- recipe knobs
+
+
+def check_max_length(value: int, key: str = "data.max_length", minimum: int = MIN_MAX_LENGTH) -> None:
+    require(value >= minimum, key, value, f"at least {minimum} ([CLS], [SEP] and some text)",
+            f"set {key}=128 (at most the model's max_position_embeddings, 512 for BERT)")
+
+
+def check_seed(value: int, key: str = "seed") -> None:
+    require(0 <= value < SEED_LIMIT, key, value, f"between 0 and {SEED_LIMIT - 1}", f"e.g. {key}=42")
+
+
+def check_learning_rates(llrd: float, head_lr: float | None) -> None:
+    require(0 < llrd <= 1, "llrd", llrd, "above 0 and at most 1 (the factor per layer down from the top)",
+            "1.0 turns layer-wise decay off, 0.8-0.95 is typical")
+    require(head_lr is None or head_lr > 0, "head_lr", head_lr, "above 0 (or null for train.learning_rate)",
+            "e.g. head_lr=1.0e-3")
+
+
+def check_lora(lora) -> None:
+    require(lora.r >= 1, "lora.r", lora.r, "at least 1 (the adapters' rank)", "e.g. lora.r=8")
+    require(lora.alpha > 0, "lora.alpha", lora.alpha, "above 0 (scale = alpha / r)", "e.g. lora.alpha=16")
+    require(0 <= lora.dropout < 1, "lora.dropout", lora.dropout, "in [0, 1)", "e.g. lora.dropout=0.1, 0.0 for none")
+    require(len(lora.target_modules) > 0, "lora.target_modules", lora.target_modules, "a non-empty list",
+            "e.g. lora.target_modules=[query,value]")
+
+
+def check_probability(value: float, key: str, fix: str) -> None:
+    require(0 < value < 1, key, value, "above 0 and below 1", fix)
+
+
+# ---------------------------------------------------------------------------------------------- paths
+
+
+def check_model(name: str, key: str = "model") -> None:
+    """A local-looking model path that does not exist (a Hub id cannot be checked offline, and is not)."""
+    from .checkpoints import resolve_model
+
+    try:
+        resolve_model(name)
+    except BertkitError as error:
+        raise ConfigValueError(key, f"config key '{key}': {error}") from None
+
+
+def check_data_file(path: str | None, key: str, hub: bool = True) -> None:
+    """A data file that does not exist; with `hub`, a name that looks like a Hub dataset passes (it loads later)."""
+    if path is None or os.path.isfile(path):
+        return
+    if os.path.isdir(path):
+        raise ConfigValueError(key, f"config key '{key}': {path} is a folder — point {key} at one data file in it")
+    from .data import _looks_like_hub_name
+
+    if hub and _looks_like_hub_name(str(path)):
+        return
+    hint = ", or give a Hub dataset name like user/name" if hub else ""
+    raise ConfigValueError(key, f"config key '{key}': no such file {path} — check the path{hint}")
+
+
+def check_resume(resume: bool | str) -> None:
+    if isinstance(resume, str) and resume not in ("", "true", "false") and not Path(resume).is_dir():
+        raise ConfigValueError("resume", f"config key 'resume': checkpoint {resume} does not exist — give a "
+                                         f"checkpoint-* directory, or resume=true for the last one in output_dir")
+
+
+# ---------------------------------------------------------------------------------------------- train: numbers
+
+# name -> (test, rule, fix) for the TrainingArguments numbers a run cannot work with (None = unset, not checked).
+_TRAIN_RULES = {
+    "learning_rate": (lambda v: v > 0, "above 0", "e.g. train.learning_rate=5.0e-5"),
+    "weight_decay": (lambda v: v >= 0, "0 or more", "0.0 turns it off, 0.01 is usual"),
+    "warmup_steps": (lambda v: v >= 0, "0 or more (below 1: a share of the training steps)",
+                     "e.g. train.warmup_steps=0.1"),
+    "gradient_accumulation_steps": (lambda v: v >= 1, "at least 1", "1 turns accumulation off"),
+    "per_device_train_batch_size": (lambda v: v >= 1, "at least 1", "e.g. train.per_device_train_batch_size=16"),
+    "per_device_eval_batch_size": (lambda v: v >= 1, "at least 1", "e.g. train.per_device_eval_batch_size=64"),
+    "max_grad_norm": (lambda v: v >= 0, "0 or more", "1.0 is usual, 0 turns clipping off"),
+    "logging_steps": (lambda v: v > 0, "above 0", "e.g. train.logging_steps=10"),
+    "save_steps": (lambda v: v > 0, "above 0 (below 1: a share of the training steps)", "e.g. train.save_steps=500"),
+    "eval_steps": (lambda v: v > 0, "above 0 (or null: train.logging_steps)", "e.g. train.eval_steps=500"),
+    "save_total_limit": (lambda v: v >= 1, "at least 1 (or null to keep every checkpoint)",
+                         "e.g. train.save_total_limit=2"),
+    "dataloader_num_workers": (lambda v: v >= 0, "0 or more", "0 loads batches in the training process"),
+}
+
+
+def check_train_numbers(train: dict) -> None:
+    for name, (test, rule, fix) in _TRAIN_RULES.items():
+        value = train.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            require(test(value), f"train.{name}", value, rule, fix)
+    max_steps = train.get("max_steps", -1)
+    require(max_steps == -1 or max_steps > 0, "train.max_steps", max_steps,
+            "above 0, or -1 to train for train.num_train_epochs", "e.g. train.max_steps=1000")
+    epochs = train.get("num_train_epochs", 3)
+    if max_steps == -1:
+        require(epochs > 0, "train.num_train_epochs", epochs, "above 0 (or set train.max_steps)",
+                "e.g. train.num_train_epochs=3")
+
+
+# ---------------------------------------------------------------------------------------------- train: combinations
+
+
+def _strategy(args: dict, name: str, default: str) -> str:
+    value = args.get(name, default)
+    return str(getattr(value, "value", value))
+
+
+def check_evaluation(args: dict, has_eval: bool) -> None:
+    """Trainer evaluates on a schedule that needs a dev split; without one it stops at its start."""
+    strategy = _strategy(args, "eval_strategy", "no")
+    if not has_eval and strategy != "no":
+        raise ConfigValueError("train.eval_strategy", f"config key 'train.eval_strategy' is {strategy}, but there is "
+                                                      "no dev split to evaluate — set data.eval=<file>, or "
+                                                      "train.eval_strategy=no")
+    if not has_eval and args.get("load_best_model_at_end"):
+        raise ConfigValueError("train.load_best_model_at_end", "config key 'train.load_best_model_at_end' needs a "
+                               "dev split to pick the best checkpoint — set data.eval=<file>, or "
+                               "train.load_best_model_at_end=false")
+
+
+def check_early_stopping(patience: int | None, args: dict, has_eval: bool) -> None:
+    """EarlyStoppingCallback watches the dev metric of the best-model selection: without either it does nothing
+    (the recipes used to leave it out silently) or stops the run at its first step."""
+    key = "early_stopping_patience"
+    if patience is None:
+        return
+    require(patience >= 1, key, patience, "at least 1 (evaluations without improvement)",
+            f"e.g. {key}=3, or null to train every epoch")
+    if not has_eval:
+        raise ConfigValueError(key, f"config key '{key}' needs a dev split to watch, and data.eval is not set — set "
+                                    f"data.eval=<file>, or remove {key}")
+    if _strategy(args, "eval_strategy", "no") == "no":
+        raise ConfigValueError(key, f"config key '{key}' needs evaluations, but train.eval_strategy is no — set "
+                                    f"train.eval_strategy like train.save_strategy, or remove {key}")
+    if not args.get("load_best_model_at_end"):
+        raise ConfigValueError(key, f"config key '{key}' needs train.load_best_model_at_end=true (it watches the "
+                                    f"best-model metric) — leave train.load_best_model_at_end out, or remove {key}")
+
+
+def check_best_model(args: dict, train: dict) -> None:
+    """load_best_model_at_end (on by default with a dev split) needs every saved checkpoint to be evaluated:
+    equal save and eval strategies, and save_steps a multiple of eval_steps."""
+    if not args.get("load_best_model_at_end"):
+        return
+    save, evaluate = _strategy(args, "save_strategy", "steps"), _strategy(args, "eval_strategy", "no")
+    why = ("train.load_best_model_at_end=true" if "load_best_model_at_end" in train else
+           "a run with data.eval keeps the best checkpoint (train.load_best_model_at_end=true), which")
+    if save == "best":
+        return
+    if save != evaluate:
+        key = "train.eval_strategy" if "eval_strategy" in train else "train.save_strategy"
+        raise ConfigValueError(key, f"config key '{key}': train.save_strategy={save} and train.eval_strategy="
+                                    f"{evaluate} differ, but {why} needs them equal — set train.eval_strategy={save}, "
+                                    f"or train.load_best_model_at_end=false")
+    save_steps, eval_steps = args.get("save_steps", 500), args.get("eval_steps") or args.get("logging_steps", 500)
+    if save == "steps" and save_steps >= 1 and eval_steps >= 1 and save_steps % eval_steps:
+        unset = "" if train.get("eval_steps") else " (unset, so train.logging_steps)"
+        raise ConfigValueError("train.save_steps", f"config key 'train.save_steps': {_number(save_steps)} is not a "
+                               f"multiple of train.eval_steps={_number(eval_steps)}{unset}, but {why} needs every "
+                               f"saved checkpoint evaluated — set train.eval_steps={_number(save_steps)}, or "
+                               "train.load_best_model_at_end=false")
+
+
+# The TrainingArguments keys whose combinations its __post_init__ refuses (no precision, device or launcher keys).
+_SCHEDULE_KEYS = (
+    "eval_strategy", "save_strategy", "logging_strategy", "eval_steps", "save_steps", "logging_steps",
+    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "lr_scheduler_type", "warmup_steps",
+    "dataloader_num_workers", "dataloader_prefetch_factor", "torch_empty_cache_steps", "save_total_limit",
+    "eval_delay", "max_steps", "num_train_epochs", "learning_rate", "weight_decay",
+)  # fmt: skip
+
+
+def check_with_training_arguments(args: dict) -> None:
+    """What TrainingArguments itself refuses among the schedule keys, built without touching the device (which
+    would start accelerate's process state, on the CPU, before the run)."""
+    import transformers
+
+    class Unplaced(transformers.TrainingArguments):
+        device = property(lambda self: None)
+
+    try:
+        Unplaced(output_dir=str(args["output_dir"]), **{k: v for k, v in args.items() if k in _SCHEDULE_KEYS})
+    except (ValueError, TypeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigValueError(TRAIN_KEY, f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings ({first}) — "
+                                      f"change the {TRAIN_KEY}.* keys it names") from None
+
+
+
+def check_trainer_settings(cfg, has_eval: bool) -> None:
+    """The TrainingArguments the recipe will build (bertkit's defaults, `train:`, evaluation with a dev split),
+    checked as the Trainer will check them."""
+    from .training import trainer_kwargs
+
+    args = trainer_kwargs(cfg.train, cfg.output_dir, cfg.seed, has_eval, None)
+    check_evaluation(args, has_eval)
+    check_early_stopping(cfg.early_stopping_patience, args, has_eval)
+    check_best_model(args, cfg.train)
+    check_with_training_arguments(args)
+
+
+# ---------------------------------------------------------------------------------------------- a whole recipe
+
+
+def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
+    """The checks every recipe shares: seed, learning rates, LoRA, `train:` numbers and combinations, and the
+    paths (model unless `model=False`, data files, which may be Hub datasets when `hub_data`, resume)."""
+    check_seed(cfg.seed)
+    check_learning_rates(cfg.llrd, cfg.head_lr)
+    if hasattr(cfg, "lora"):
+        check_lora(cfg.lora)
+    check_train_numbers(cfg.train)
+    check_trainer_settings(cfg, has_eval)
+    if model:
+        check_model(cfg.model)
+    check_data_file(cfg.data.train, "data.train", hub_data)
+    check_data_file(cfg.data.eval, "data.eval", hub_data)
+    check_resume(cfg.resume)
+
+
+__all__ = [
+    "MIN_MAX_LENGTH", "require", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
+    "check_probability", "check_model", "check_data_file", "check_resume", "check_train_numbers",
+    "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
+    "check_trainer_settings", "check_recipe",
+]
