@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 from pathlib import Path
 
 import torch
@@ -32,6 +33,7 @@ def resolve_model(name: str) -> str:
     if path.is_dir():
         if not (path / "config.json").exists():
             raise BertkitError(f"model directory {name} has no config.json — point model= at a saved model directory")
+        check_model_dir(path, "model=")
         return str(path)
     looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1  # a Hub id has at most one slash
     if looks_local or not _HUB_ID.match(name):
@@ -44,6 +46,96 @@ def _offline_hint() -> str:
     return " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
 
 
+# ------------------------------------------------------------------------------------- checking a model directory
+
+# A tokenizer needs one of these; without any, transformers 5 builds a 5-token tokenizer (every character [UNK]).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+MIN_TOKENIZER_SIZE = 16  # the fallback tokenizer has only its special tokens
+
+
+def read_config_json(path: Path) -> dict:
+    """config.json as a dict; BertkitError naming the file when it is not valid JSON or has no model_type."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        config = None
+    except json.JSONDecodeError as error:
+        raise BertkitError(f"{path} is not valid JSON (line {error.lineno} column {error.colno}: {error.msg}) — "
+                           "restore it, or re-save the model with save_pretrained") from None
+    if not isinstance(config, dict):
+        raise BertkitError(f"{path} is not a JSON object of model settings — restore it, or re-save the model "
+                           "with save_pretrained")
+    if not config.get("model_type"):
+        raise BertkitError(f'{path} has no model_type — add "model_type": "bert" (or the right type), or re-save '
+                           "the model with save_pretrained")
+    return config
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a .safetensors file without loading it (None if its header and size agree): empty,
+    truncated (shorter than its header promises) or not a safetensors file."""
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty (0 bytes)"
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"is truncated ({size} bytes, shorter than a safetensors header)"
+        (header_size,) = struct.unpack("<Q", head)
+        if 8 + header_size > size:
+            return f"is truncated ({size:,} bytes, its header alone says {8 + header_size:,})"
+        try:
+            header = json.loads(handle.read(header_size))
+            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return "is not a safetensors file (its header is unreadable)"
+    if 8 + header_size + end > size:
+        return f"is truncated ({size:,} of the {8 + header_size + end:,} bytes its header promises)"
+    return None
+
+
+def check_weights(model_dir: Path) -> None:
+    """Every *.safetensors file whole, and some weights there at all."""
+    weights = sorted(model_dir.glob("*.safetensors"))
+    for path in weights:
+        problem = safetensors_problem(path)
+        if problem:
+            raise BertkitError(f"{path} {problem} — the save was interrupted or the copy is incomplete: rerun the "
+                               "run (or resume=true), or copy / download the model again")
+    if not weights and not list(model_dir.glob("*.bin")):
+        raise BertkitError(f"{model_dir} has no model weights (model.safetensors) — point at the directory the run "
+                           "saved its final model to, or save the model with save_pretrained")
+
+
+def check_model_dir(model_dir: str | Path, use: str, tokenizer: bool = True) -> None:
+    """A local model directory checked before `use` loads it: config.json valid, weights whole, tokenizer files
+    present, and (a bertkit run) finished and not mixed with another run's files."""
+    from .rundir import check_finished
+
+    model_dir = Path(model_dir)
+    check_finished(model_dir, use)  # first: an interrupted run explains a truncated file better than the file does
+    if (model_dir / "config.json").exists():
+        read_config_json(model_dir / "config.json")
+    if (model_dir / "adapter_config.json").exists():
+        _read_adapter_config(model_dir / "adapter_config.json")
+    check_weights(model_dir)
+    if tokenizer and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise BertkitError(f"{model_dir} has no tokenizer files (tokenizer.json or vocab.txt): transformers would "
+                           "build a 5-token tokenizer that reads every character as [UNK] — save the tokenizer "
+                           "beside the model (tokenizer.save_pretrained(dir)), e.g. from the base model")
+
+
+def _read_adapter_config(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        config = None
+    if not isinstance(config, dict):
+        raise BertkitError(f"{path} is not valid JSON — restore it, or save the adapter again")
+    return config
+
+
 def load_model_config(model_path: str) -> transformers.PretrainedConfig:
     try:
         return transformers.AutoConfig.from_pretrained(model_path)
@@ -54,10 +146,15 @@ def load_model_config(model_path: str) -> transformers.PretrainedConfig:
 
 def load_tokenizer(model_path: str):
     try:
-        return transformers.AutoTokenizer.from_pretrained(model_path)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
     except (OSError, ValueError) as error:
         raise BertkitError(f"could not load a tokenizer from {model_path}{_offline_hint()}: "
                            f"{str(error).splitlines()[0]} — save the tokenizer next to the model") from None
+    if len(tokenizer) < MIN_TOKENIZER_SIZE:
+        raise BertkitError(f"the tokenizer of {model_path} has only {len(tokenizer)} tokens (its vocabulary files are "
+                           "missing: every character would be [UNK]) — save the tokenizer beside the model "
+                           "(tokenizer.save_pretrained(dir))")
+    return tokenizer
 
 
 def model_task(model_dir: str) -> str | None:
@@ -65,7 +162,7 @@ def model_task(model_dir: str) -> str | None:
     config_file = Path(model_dir) / "config.json"
     if not config_file.exists():
         return None
-    architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or [None]
+    architectures = read_config_json(config_file).get("architectures") or [None]
     return architectures[0]
 
 
@@ -77,13 +174,14 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a {recipe} run")
     require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
+    check_model_dir(model_dir, f"{recipe} predict/evaluate")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():
-        return model_class.from_pretrained(model_dir).eval().to(device)
+        return _from_pretrained(model_class, model_dir).eval().to(device)
     from peft import PeftModel
 
-    base = json.loads(adapter_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
     try:
         model = model_class.from_pretrained(base, config=model_class.config_class.from_pretrained(model_dir))
     except (OSError, TypeError) as error:
@@ -91,6 +189,17 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
                            "train with lora.merge=true") from None
     return PeftModel.from_pretrained(model, model_dir).merge_and_unload().eval().to(device)
+
+
+def _from_pretrained(model_class, model_dir: str):
+    """from_pretrained, with a SafetensorError (which names no file) turned into one line that does."""
+    try:
+        return model_class.from_pretrained(model_dir)
+    except Exception as error:
+        if type(error).__name__ != "SafetensorError":
+            raise
+        raise BertkitError(f"the weights in {model_dir} could not be read ({str(error).splitlines()[0]}) — rerun the "
+                           "run, or copy / download the model again") from None
 
 
 def require_task(model_dir: str, suffix: str, command: str) -> None:
@@ -102,4 +211,5 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "model_task", "load_finetuned", "require_task"]
+           "model_task", "load_finetuned", "require_task", "check_model_dir", "check_weights", "read_config_json",
+           "safetensors_problem", "TOKENIZER_FILES"]

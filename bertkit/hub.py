@@ -30,8 +30,10 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import filter_repo_objects
 
+from .checkpoints import check_weights, read_config_json
 from .errors import BertkitError
 from .model_card import render_model_card
+from .rundir import check_finished
 
 # What a model repo needs. `*` in these patterns crosses "/" (fnmatch), hence the "*/*" ignore below.
 ALLOW_PATTERNS = [
@@ -279,6 +281,12 @@ def push_model(
     if source is None:
         raise BertkitError("no Hub token found: pass --token, set HF_TOKEN, or run `hf auth login`")
     _check_no_secrets(model_dir, files, token or get_token())
+    # A bertkit run: finished, and every file that goes up is one its completion record lists, unchanged.
+    check_finished(model_dir, "push", must_be_recorded=[name for name in files if name != "README.md"])
+    # What goes up must load: config.json valid, every weights file whole (0-byte / truncated ones are refused).
+    if "config.json" in files:
+        read_config_json(model_dir / "config.json")
+    check_weights(model_dir)
     # Rendered before any request, so a malformed metrics.json fails before a repo is created.
     readme = None if "README.md" in files else render_model_card(model_dir, repo_id=repo_id)
     api = HfApi(endpoint=endpoint.rstrip("/") if endpoint else None, token=token)

@@ -3,6 +3,7 @@ and the files a run leaves behind (metrics.json, training curve, resolved config
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import json
 import logging
@@ -18,14 +19,15 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from . import rundir
 from .config import config_to_dict, save_config
 from .errors import BertkitError
 from .optim import ADAMW_OPTIMS, build_optimizer, lr_table, optim_name
+from .rundir import RUN_CONFIG_FILE
 
 logger = logging.getLogger("bertkit")
 console = Console(stderr=True)
 
-RUN_CONFIG_FILE = "bertkit_config.yaml"
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
 
@@ -207,19 +209,50 @@ def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: floa
     return optimizer
 
 
+def start_run(cfg, recipe: str) -> None:
+    """First thing a recipe's main does, before loading anything (bertkit/rundir.py): hold output_dir for this run,
+    refuse to replace a run there unless overwrite=true (clearing it first when it is), refuse resume=true from
+    another run's checkpoints, and write this run's fingerprint. Rank 0 only: it is the one that writes."""
+    if not is_main_process():
+        return
+    rundir.start(cfg.output_dir, recipe, config_to_dict(cfg), overwrite=getattr(cfg, "overwrite", False),
+                 resume=cfg.resume, say=say)
+
+
 def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
-    """`resume=true` -> the last checkpoint in output_dir (error if none); a path -> that checkpoint."""
+    """`resume=true` -> the newest complete checkpoint in output_dir (error if none; a partial one, left by a kill
+    while saving, is passed over with a line saying so); a path -> that checkpoint, if complete."""
     if resume in (False, None, "", "false"):
         return None
     if resume is True or resume == "true":
-        last = transformers.trainer_utils.get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
-        if last is None:
+        checkpoints = rundir.checkpoints_newest_first(Path(output_dir)) if Path(output_dir).is_dir() else []
+        if not checkpoints:
             raise BertkitError(f"resume=true but {output_dir} has no checkpoint-* directory — run without resume "
                                "first, or give resume=<checkpoint path>")
-        return last
+        for checkpoint in checkpoints:
+            problem = rundir.checkpoint_problem(checkpoint)
+            if problem is None:
+                return str(checkpoint)
+            say(f"{checkpoint.name} is incomplete ({problem}: interrupted while saving?) — passing over it")
+        raise BertkitError(f"resume=true but no checkpoint in {output_dir} is complete (newest: {checkpoints[0].name}"
+                           f", {rundir.checkpoint_problem(checkpoints[0])}) — rerun with overwrite=true")
     if not Path(resume).is_dir():
         raise BertkitError(f"resume checkpoint {resume} does not exist — give a checkpoint-* directory or resume=true")
+    problem = rundir.checkpoint_problem(Path(resume))
+    if problem:
+        raise BertkitError(f"resume checkpoint {resume} is incomplete ({problem}) — give an earlier checkpoint-* "
+                           "directory, or resume=true for the newest complete one")
     return str(resume)
+
+
+def run_trainer(trainer: transformers.Trainer, cfg):
+    """trainer.train(), resuming as cfg.resume says; a full disk while saving a checkpoint is one line saying
+    where and which checkpoint was kept."""
+    checkpoint = resume_checkpoint(cfg.resume, cfg.output_dir)
+    if checkpoint:
+        say(f"resuming from {checkpoint}")
+    with rundir.disk_full_guard(cfg.output_dir, "a checkpoint"):
+        return trainer.train(resume_from_checkpoint=checkpoint)
 
 
 # ---------------------------------------------------------------------------------------------- run outputs
@@ -236,6 +269,9 @@ def _jsonable(value):
 
 
 def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
+    if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
+        cfg = copy.copy(cfg)
+        cfg.overwrite = False
     return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
                        command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
 
@@ -293,23 +329,34 @@ def summary_table(title: str, rows: dict) -> None:
 
 def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
                extra_files: dict | None = None) -> Path:
-    """Save model + tokenizer, metrics.json, the curve, the resolved config and the model card."""
+    """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
+    path it is given), the curve, the resolved config and the model card; then, last, the completion record
+    (bertkit/rundir.py) that makes the directory a finished run, and let go of the directory."""
     output_dir = Path(trainer.args.output_dir)
-    trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
-    if not trainer.is_world_process_zero():
-        return output_dir
-    if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config goes beside it
-        model = trainer.model.get_base_model()
-        model.config.architectures = [type(model).__name__]
-        model.config.save_pretrained(output_dir)
-    write_json(output_dir / METRICS_FILE, metrics)
-    for name, content in (extra_files or {}).items():
-        target = output_dir / name
-        target.write_text(content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False),
-                          encoding="utf-8")
-    plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
-    save_run_config(cfg, str(output_dir), recipe)
-    _write_model_card(output_dir)
+    main = trainer.is_world_process_zero()
+    if main:
+        rundir.remove_record(output_dir)  # from here until the record, a kill leaves the directory visibly unfinished
+    with rundir.disk_full_guard(output_dir, "the final model"):
+        trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
+        if not main:
+            return output_dir
+        if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config beside it
+            model = trainer.model.get_base_model()
+            model.config.architectures = [type(model).__name__]
+            model.config.save_pretrained(output_dir)
+        write_json(output_dir / METRICS_FILE, metrics)
+        for name, content in (extra_files or {}).items():
+            target = output_dir / name
+            if callable(content):
+                content(target)
+                continue
+            target.write_text(content if isinstance(content, str) else
+                              json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+        save_run_config(cfg, str(output_dir), recipe)
+        _write_model_card(output_dir)
+        rundir.write_record(output_dir, recipe)
+    rundir.release(output_dir)
     return output_dir
 
 
@@ -326,6 +373,6 @@ __all__ = [
     "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision",
     "training_arguments", "trainer_kwargs", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
     "write_json", "save_run_config", "read_run_config", "plot_training_curve", "summary_table", "finish_run",
-    "config_to_dict",
+    "config_to_dict", "start_run", "run_trainer",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]

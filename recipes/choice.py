@@ -23,8 +23,8 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
 from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
 from bertkit.errors import BertkitError
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
-                              selection_metric, summary_table, training_arguments)
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
+                              selection_metric, start_run, summary_table, training_arguments)
 
 
 @dataclass
@@ -54,6 +54,8 @@ class Config:
     """Stop after this many evaluations without improvement (needs data.eval)."""
     resume: bool | str = False
     """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
     seed: int = 42
     """Seed for initialisation, shuffling and dropout."""
     lora: LoraOptions = field(default_factory=LoraOptions)
@@ -99,6 +101,7 @@ def build_model(cfg: Config, model_path: str):
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
+    start_run(cfg, "choice")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
@@ -112,7 +115,7 @@ def main(cfg: Config) -> dict:
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics, callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+    train_result = run_trainer(trainer, cfg)
 
     metrics = {}
     if dev is not None:

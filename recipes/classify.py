@@ -29,8 +29,8 @@ from bertkit.data import LabelSpace, load_split
 from bertkit.errors import BertkitError
 from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
-from bertkit.training import (LoraOptions, add_lora, finish_run, is_main_process, optimizer_with_llrd,
-                              resume_checkpoint, say, selection_metric, summary_table, training_arguments)
+from bertkit.training import (LoraOptions, add_lora, finish_run, is_main_process, optimizer_with_llrd, run_trainer, say,
+                              selection_metric, start_run, summary_table, training_arguments)
 
 
 @dataclass
@@ -74,6 +74,8 @@ class Config:
     """Stop after this many evaluations without improvement (needs data.eval)."""
     resume: bool | str = False
     """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
     seed: int = 42
     """Seed for initialisation, shuffling and dropout."""
     lora: LoraOptions = field(default_factory=LoraOptions)
@@ -154,6 +156,7 @@ def pop_doc_ids(split):
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
+    start_run(cfg, "classify")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
@@ -170,7 +173,7 @@ def main(cfg: Config) -> dict:
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+    train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
                                  if dev is not None else ({}, None, {}))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import datasets
@@ -31,8 +30,8 @@ from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, Pretra
                                  mask_once, masked_perplexity, nsp_examples, read_documents, resolve_whole_word,
                                  scratch_config, scratch_size, split_documents, train_wordpiece, with_example_ids,
                                  write_vocab_txt)
-from bertkit.training import (console, finish_run, is_main_process, optimizer_with_llrd, resume_checkpoint,
-                              summary_table, training_arguments)
+from bertkit.training import (console, finish_run, is_main_process, optimizer_with_llrd, resume_checkpoint, run_trainer,
+                              start_run, summary_table, training_arguments)
 
 
 @dataclass
@@ -102,6 +101,8 @@ class Config:
     """Stop after this many evaluations without a lower held-out loss."""
     resume: bool | str = False
     """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
     seed: int = 42
     """Seed for initialisation, shuffling, masking (with the epoch and each example's row) and dropout."""
     push: str | None = None
@@ -201,6 +202,7 @@ def build_examples(cfg: Config, documents: list, tokenizer, whole_word: str, see
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
+    start_run(cfg, "mlm")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     train_docs, eval_docs = load_corpus(cfg)
     texts = [paragraph for doc in train_docs for paragraph in doc]
     whole_word = resolve_whole_word(cfg.masking.whole_word, texts)
@@ -232,7 +234,7 @@ def main(cfg: Config) -> dict:
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
         data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+    train_result = run_trainer(trainer, cfg)
     after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
 
     results = {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
@@ -242,9 +244,8 @@ def main(cfg: Config) -> dict:
                "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
                "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
                "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "mlm", results, None)
-    if notes.get("scratch"):
-        write_vocab_txt(tokenizer, Path(output_dir) / "vocab.txt")
+    vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
+    output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
     summary_table("mlm: held-out perplexity (fixed masks)", {
         "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
         "masked tokens": after["masked_tokens"], **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),

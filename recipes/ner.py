@@ -24,8 +24,8 @@ from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
                          read_ner_file, score_tags, window_rows)
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, resume_checkpoint,
-                              selection_metric, summary_table, training_arguments)
+from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
+                              selection_metric, start_run, summary_table, training_arguments)
 
 
 @dataclass
@@ -71,6 +71,8 @@ class Config:
     """Stop after this many evaluations without improvement (needs data.eval)."""
     resume: bool | str = False
     """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
     seed: int = 42
     """Seed for initialisation, shuffling and dropout."""
     lora: LoraOptions = field(default_factory=LoraOptions)
@@ -131,6 +133,7 @@ def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
+    start_run(cfg, "ner")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
@@ -152,7 +155,7 @@ def main(cfg: Config) -> dict:
         eval_dataset=dev_set, processing_class=tokenizer,
         data_collator=transformers.DataCollatorForTokenClassification(tokenizer), compute_metrics=metrics_fn,
         callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.resume, cfg.output_dir))
+    train_result = run_trainer(trainer, cfg)
 
     metrics, files = {}, {}
     if dev is not None:  # the final (best) model on dev, with seqeval's per-type table
