@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import importlib.util
@@ -25,18 +26,56 @@ app = typer.Typer(help="Fine-tune, pretrain, evaluate and share BERT models.", n
                   add_completion=False, pretty_exceptions_enable=False)
 
 
+DEBUG = {"traceback": False}  # set by --debug, before any command runs
+
+
+@app.callback()
+def options(debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error.")):
+    """Fine-tune, pretrain, evaluate and share BERT models."""
+    DEBUG["traceback"] = debug
+
+
 def user_errors(command):
-    """A BertkitError becomes one line on stderr and exit code 2, never a traceback."""
+    """An error becomes one line on stderr, never a traceback (unless --debug): a BertkitError (bad input: it says
+    what to fix) or a full disk / unwritable folder exits 2; anything else is unexpected and exits 1."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except BertkitError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(2) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+        except Exception as error:  # noqa: BLE001 - the one place that turns every error into one line
+            if DEBUG["traceback"]:
+                raise
+            code, message = error_line(error)
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(code) from None
 
     return wrapper
+
+
+def error_line(error: Exception) -> tuple[int, str]:
+    """(exit code, one line) for an error that reached the command line."""
+    if isinstance(error, BertkitError):
+        return 2, " ".join(str(error).split())
+    if isinstance(error, OSError) and error.errno in OS_ERROR_HINTS:
+        where = f" at {error.filename}" if error.filename else ""
+        return 2, f"{error.strerror or error}{where} — {OS_ERROR_HINTS[error.errno]}"
+    first = (str(error).strip().splitlines() or [""])[0]
+    return 1, (f"unexpected {type(error).__name__}: {first} — rerun with --debug for the traceback, and report it "
+               "if your input looks right")
+
+
+OS_ERROR_HINTS = {
+    errno.ENOSPC: "the disk is full: free space there or choose another output_dir",
+    errno.EACCES: "no permission: choose a folder you can write to, or fix its permissions",
+    errno.EROFS: "that file system is read-only: choose another folder",
+    errno.EDQUOT: "the disk quota is used up: free space or choose another output_dir",
+}
 
 
 # -------------------------------------------------------------------------------------------------------- recipes
@@ -157,6 +196,8 @@ def task_module(model_dir: str):
 
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
+    if not (Path(model_dir) / "config.json").is_file():
+        raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
     architecture = model_task(model_dir)
     for suffix, module_name in TASK_MODULES.items():
         if architecture and architecture.endswith(suffix):

@@ -108,7 +108,9 @@ def _records(path: str, text: str):
         return
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as err:
+        if not _first_line_is_json(stripped):  # one JSON document (SQuAD layout) that is broken, not JSON lines
+            raise _document_error(path, text, err) from None
         whole = None  # JSON lines
     if isinstance(whole, dict) and "context" not in whole:
         yield from _squad_records(path, whole)
@@ -117,6 +119,21 @@ def _records(path: str, text: str):
 
     for number, row in json_lines(path, text):
         yield _flat(path, row, f"line {number}")
+
+
+def _first_line_is_json(text: str) -> bool:
+    try:
+        json.loads(text.split("\n", 1)[0])
+        return True
+    except json.JSONDecodeError:
+        return False
+
+
+def _document_error(path: str, text: str, err: json.JSONDecodeError) -> BertkitError:
+    if err.lineno > text.rstrip().count("\n"):  # the error is on the last line: the document stops early
+        return BertkitError(f"{path} ends in the middle of its JSON (line {err.lineno}: {err.msg}) — the file is "
+                            "cut off: copy or download it again")
+    return BertkitError(f"{path} line {err.lineno} column {err.colno} is not valid JSON ({err.msg}) — fix it there")
 
 
 def _flat(path: str, row, location: str):
