@@ -2,12 +2,26 @@
 
 In memory the model_type is "bertkit" (transformers refuses to register a second "bert"); on disk it is written as
 "bert" with stock architecture names, so every checkpoint bertkit saves loads in plain transformers, and every stock
-BERT checkpoint loads here without conversion.
+BERT checkpoint loads here without conversion. The exception is what stock BERT cannot compute (mean pooling, see
+`bertkit_only_reason`): that stays "bertkit" on disk, so stock transformers refuses it rather than predict otherwise.
 """
 
 from transformers import PreTrainedConfig
 
 STOCK_MODEL_TYPE = "bert"
+# Written into config.json beside model_type "bertkit" when stock transformers cannot express the model.
+BERTKIT_ONLY_KEY = "bertkit_required"
+
+
+def bertkit_only_reason(config: dict) -> str | None:
+    """Why stock transformers would compute a model with this config (a config.json dict) differently, or None when
+    it computes it exactly. Such a config stays model_type "bertkit" on disk, so that stock Auto classes refuse it
+    ("unrecognized model type bertkit") instead of loading it and silently predicting something else."""
+    if config.get("classifier_pooling", "cls") != "cls":
+        return ("mean pooling (classifier_pooling=mean) averages the real tokens' vectors, which stock BERT cannot "
+                "express: BertForSequenceClassification would load it with a random pooler over [CLS] instead; "
+                "install bertkit and `import bertkit` before loading it with transformers")
+    return None
 
 
 class BertkitConfig(PreTrainedConfig):
@@ -49,6 +63,10 @@ class BertkitConfig(PreTrainedConfig):
         # Stock checkpoints say model_type "bert": they are ours to load, so take them without a warning.
         if config_dict.get("model_type") in (STOCK_MODEL_TYPE, cls.model_type):
             config_dict = {**config_dict, "model_type": cls.model_type}
+        if config_dict.get("is_decoder") or config_dict.get("add_cross_attention"):  # stock BERT attends causally
+            raise ValueError("this BERT is configured as a decoder (is_decoder / add_cross_attention): bertkit is an "
+                             "encoder with bidirectional attention and would compute it differently")
+        config_dict = {key: value for key, value in config_dict.items() if key != BERTKIT_ONLY_KEY}  # to_dict's note
         return super().from_dict(config_dict, **kwargs)
 
     @classmethod
@@ -59,12 +77,17 @@ class BertkitConfig(PreTrainedConfig):
         return config_dict, kwargs
 
     def to_dict(self):
-        # Written as stock BERT so that a checkpoint made with bertkit needs nothing but transformers to load.
+        # Written as stock BERT so that a checkpoint made with bertkit needs nothing but transformers to load; what
+        # stock BERT cannot express stays "bertkit" (and its Bertkit* architecture), with the reason beside it.
         output = super().to_dict()
+        output.pop(BERTKIT_ONLY_KEY, None)
+        reason = bertkit_only_reason(output)
+        if reason:
+            return {**output, BERTKIT_ONLY_KEY: reason}
         output["model_type"] = STOCK_MODEL_TYPE
         if output.get("architectures"):
             output["architectures"] = [name.replace("Bertkit", "Bert", 1) for name in output["architectures"]]
         return output
 
 
-__all__ = ["BertkitConfig"]
+__all__ = ["BertkitConfig", "bertkit_only_reason"]

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .configuration_bert import bertkit_only_reason
 from .errors import BertkitError
 
 # Architecture-name suffix -> (pipeline tag, Auto class). Checked in order: "ForPreTraining" must not be read as
@@ -273,13 +274,16 @@ _MASK_TEXT = {
 
 
 def _usage(card: dict) -> str:
-    """A snippet that needs only transformers: the model must be usable by someone who never heard of bertkit."""
+    """A snippet that needs only transformers: the model must be usable by someone who never heard of bertkit
+    (unless stock BERT cannot express it: then bertkit is imported to register its classes)."""
     repo, auto_class, tag = card["repo_id"], card["auto_class"], card["tag"]
     lang = "zh" if "zh" in (card["language"] or []) else "en"
     text = _MASK_TEXT[lang] if tag == "fill-mask" else _SAMPLE_TEXT[lang]
     head = [
         "import torch",
         f"from transformers import AutoTokenizer, {auto_class}",
+        *(["", "import bertkit  # registers model_type \"bertkit\" with transformers' Auto classes"]
+          if card["bertkit_only"] else []),
         "",
         f'tokenizer = AutoTokenizer.from_pretrained("{repo}")',
         f'model = {auto_class}.from_pretrained("{repo}").eval()',
@@ -377,8 +381,7 @@ def _body(card: dict) -> str:
     recipe = f" (recipe `{card['recipe']}`)" if card["recipe"] else ""
     parts = [
         f"# {name}",
-        f"This model is {origin}, trained with bertkit{recipe}. "
-        "It is a standard BERT checkpoint: it loads with plain `transformers`, no custom code.",
+        f"This model is {origin}, trained with bertkit{recipe}. " + _loading_note(card["bertkit_only"]),
         "## Intended use",
         f"The model {_INTENDED_USE[tag]}. Check that the training data below matches your domain and language "
         "before relying on its outputs; evaluate it on your own data first.",
@@ -396,6 +399,13 @@ def _body(card: dict) -> str:
         parts += ["## Labels", _table(("id", "label"), card["labels"])]
     parts += ["## How to use", _usage(card)]
     return "\n\n".join(parts) + "\n"
+
+
+def _loading_note(bertkit_only: str | None) -> str:
+    if not bertkit_only:
+        return "It is a standard BERT checkpoint: it loads with plain `transformers`, no custom code."
+    return (f"It needs bertkit to load: {bertkit_only}. Its config.json says model_type `bertkit`, so plain "
+            "`transformers` refuses to load it rather than predict something else.")
 
 
 def _data_section(card: dict) -> list[str]:
@@ -436,6 +446,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),
         "curve": (model_dir / "training_curve.png").is_file(),
         "labels": _labels(model_config, tag),
+        "bertkit_only": bertkit_only_reason(model_config),
     }
 
 

@@ -91,6 +91,12 @@ class Config:
         check_max_length(self.data.max_length)
         self.long_doc.check(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None)
+        if self.pooling == "mean" and self.lora.enabled and not self.lora.merge:
+            # peft's AutoPeftModelForSequenceClassification rebuilds the base from its own config ([CLS] pooler),
+            # not the task config beside the adapter: it would load such an adapter and silently predict otherwise
+            raise BertkitError("pooling=mean with lora.merge=false: stock peft would load the adapter onto a [CLS]-"
+                               "pooling BERT and predict differently — use lora.merge=true (the merged model records "
+                               "mean pooling) or pooling=cls")
 
 
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
