@@ -259,6 +259,18 @@ def _ensure_repo(api: HfApi, repo_id: str, private: bool, revision: str | None) 
     return repo_id, api.model_info(repo_id, revision=revision).sha
 
 
+def push_finished_run(output_dir: Path | str, repo_id: str) -> str | None:
+    """`push=user/repo` at the end of a recipe: every process of a torchrun reaches that line, one pushes. The URL
+    on rank 0 (printed), None elsewhere."""
+    from .training import is_main_process, say
+
+    if not is_main_process():
+        return None
+    url = push_model(output_dir, repo_id)
+    say(f"pushed to {url}")
+    return url
+
+
 def push_model(
     model_dir: Path | str,
     repo_id: str,
@@ -311,6 +323,7 @@ def push_model(
 
 __all__ = [
     "push_model",
+    "push_finished_run",
     "check_model_dir",
     "select_files",
     "explain",

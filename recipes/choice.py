@@ -1,7 +1,7 @@
 """Fine-tune a BERT for multiple choice (SWAG / RACE / C3 style): a context, a question and N options.
 
     bertkit run choice data.train=data/choice/en/train.jsonl data.eval=data/choice/en/dev.jsonl
-    bertkit run choice -c recipes/configs/choice/zh.yaml model=/models/bert-base-chinese
+    bertkit run choice -c choice/zh model=/models/bert-base-chinese
 
 Each option is scored as the pair (context, question + option) through BERT's pooler and one linear unit; a softmax
 across the options gives the choice. Rows are {"context", "question", "options": [...], "label": index} and every
@@ -23,6 +23,7 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
 from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
 from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
                               selection_metric, start_run, summary_table, training_arguments)
 
@@ -129,7 +130,5 @@ def main(cfg: Config) -> dict:
     summary_table("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"],
                                           "saved to": str(output_dir)})
     if cfg.push:
-        from bertkit.hub import push_model
-
-        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        push_finished_run(output_dir, cfg.push)
     return results

@@ -1,8 +1,8 @@
 """Fine-tune a BERT for sentence or sentence-pair classification: single-label, multi-label or regression.
 
     bertkit run classify data.train=data/en_sentiment/train.csv data.eval=data/en_sentiment/dev.csv
-    bertkit run classify -c recipes/configs/classify/zh_sentiment.yaml train.learning_rate=3.0e-5 llrd=0.9
-    bertkit run classify -c recipes/configs/classify/long_docs.yaml long_doc.aggregate=max
+    bertkit run classify -c classify/zh_sentiment train.learning_rate=3.0e-5 llrd=0.9
+    bertkit run classify -c classify/long_docs long_doc.aggregate=max
 
 Columns and the label kind are detected from the files (override with data.text_column=..., data.label_kind=...).
 The label map comes from the training split and is saved in the model config; with a dev split the run evaluates
@@ -27,9 +27,10 @@ from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute
                                     encode_split, score)
 from bertkit.data import LabelSpace, load_split
 from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
 from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
-from bertkit.training import (LoraOptions, add_lora, finish_run, is_main_process, optimizer_with_llrd, run_trainer, say,
+from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_trainer, say,
                               selection_metric, start_run, summary_table, training_arguments)
 
 
@@ -197,8 +198,6 @@ def main(cfg: Config) -> dict:
     summary_table(f"classify: {labels.kind} labels, dev metrics", {
         **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
         "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
-    if cfg.push and is_main_process():
-        from bertkit.hub import push_model
-
-        say(f"pushed to {push_model(output_dir, cfg.push)}")
+    if cfg.push:
+        push_finished_run(output_dir, cfg.push)
     return results

@@ -1,7 +1,7 @@
 """Continue BERT's masked-LM pretraining on domain text (or pretrain from scratch), with held-out perplexity.
 
     bertkit run mlm data.train=data/corpus/en_medical.txt
-    bertkit run mlm -c recipes/configs/mlm/en_medical.yaml vocab.extend=true
+    bertkit run mlm -c mlm/en_medical vocab.extend=true
     bertkit run mlm model=scratch:tiny data.train=data/corpus/en_medical.txt vocab.size=8000
 
 Corpus: a .txt file (one paragraph per line, blank lines between documents) or csv/tsv/json/jsonl/parquet with a
@@ -24,6 +24,7 @@ import transformers
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
 from bertkit.masking import MaskingCollator
 from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
                                  extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
@@ -253,7 +254,5 @@ def main(cfg: Config) -> dict:
         "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"],
         "saved to": str(output_dir)})
     if cfg.push:
-        from bertkit.hub import push_model
-
-        show(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        push_finished_run(output_dir, cfg.push)
     return results

@@ -1,7 +1,7 @@
 """Fine-tune a BERT for named-entity recognition: CoNLL column files or JSONL (tokens + tags, or text + spans).
 
     bertkit run ner data.train=data/ner/en/train.conll data.eval=data/ner/en/dev.conll
-    bertkit run ner -c recipes/configs/ner/zh_chars.yaml model=/models/bert-base-chinese
+    bertkit run ner -c ner/zh_chars model=/models/bert-base-chinese
 
 Tags may be IOB2, IOB1 (converted to IOB2) or BIOES (data.scheme=auto tells IOB2 from BIOES); tags that break the
 scheme stop the run with their count and first line, or are repaired with data.repair_tags=true. Labels sit on each
@@ -22,6 +22,7 @@ from bertkit import BertkitConfig, BertkitForTokenClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
 from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
                          read_ner_file, score_tags, window_rows)
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
@@ -175,7 +176,5 @@ def main(cfg: Config) -> dict:
         **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
         "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
     if cfg.push:
-        from bertkit.hub import push_model
-
-        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        push_finished_run(output_dir, cfg.push)
     return results

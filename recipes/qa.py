@@ -1,7 +1,7 @@
 """Fine-tune a BERT for extractive question answering (SQuAD v1.1 / v2.0, CMRC-style Chinese).
 
     bertkit run qa data.train=data/qa/en/train.json data.eval=data/qa/en/dev.json
-    bertkit run qa -c recipes/configs/qa/zh_cmrc.yaml train.num_train_epochs=3
+    bertkit run qa -c qa/zh_cmrc train.num_train_epochs=3
 
 Long contexts are cut into overlapping windows (data.doc_stride); each window learns the answer's token span, or
 [CLS] when it does not hold the whole answer. Every epoch the dev windows are mapped back to their questions and
@@ -23,6 +23,7 @@ from bertkit import BertkitConfig, BertkitForQuestionAnswering
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
 from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
                         postprocess, prediction_record, read_qa_file, tune_and_score)
 from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
@@ -189,7 +190,5 @@ def main(cfg: Config) -> dict:
     summary_table(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
         **metrics, "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
     if cfg.push:
-        from bertkit.hub import push_model
-
-        console.print(f"[bold]bertkit[/]: pushed to {push_model(output_dir, cfg.push)}")
+        push_finished_run(output_dir, cfg.push)
     return results

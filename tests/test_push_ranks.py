@@ -1,0 +1,28 @@
+"""`push=user/repo` at the end of a run goes up once, from rank 0, whichever recipe ran."""
+
+import pytest
+
+import bertkit.hub as hub
+from bertkit.shipped import RECIPES_DIR, recipe_names
+
+
+@pytest.fixture()
+def pushes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(hub, "push_model", lambda model_dir, repo_id: calls.append((model_dir, repo_id)) or "url")
+    return calls
+
+
+@pytest.mark.parametrize("rank, expected", [("0", 1), ("1", 0), ("3", 0)])
+def test_only_rank_zero_pushes(monkeypatch, pushes, rank, expected):
+    monkeypatch.setenv("RANK", rank)
+    result = hub.push_finished_run("runs/x", "user/model")
+    assert len(pushes) == expected
+    assert result == ("url" if expected else None)
+
+
+@pytest.mark.parametrize("recipe", recipe_names())
+def test_every_recipe_pushes_through_the_rank_safe_helper(recipe):
+    source = (RECIPES_DIR / f"{recipe}.py").read_text()
+    assert "push_finished_run(output_dir, cfg.push)" in source
+    assert "push_model(" not in source
