@@ -223,6 +223,7 @@ def test_stock_transformers_gives_bertkits_outputs(saved, name):
     for output, tensor in outputs.items():
         actual = stock[name]["outputs"][output]
         assert actual.shape == tensor.shape, f"{name}: {output}"
+        # per-token outputs at real tokens only: unpadded bertkit leaves zeros at padding, stock computes pad tokens
         real = attention_mask.bool() if per_token[output] else torch.ones(tensor.shape[:1], dtype=torch.bool)
         difference = (actual - tensor)[real].abs().max().item()
         assert difference <= 1e-5, f"{name}: {output} differs by {difference}"
