@@ -72,6 +72,19 @@ class ReadReport:
                        f"answer (first: {self.first_bad}) — fix answer_start there")
         return out + self.notes
 
+    def counts(self) -> dict:
+        """For metrics.json: what reading kept, repaired and dropped."""
+        return {"questions": self.examples, "unanswerable": self.unanswerable, "moved_answer_starts": self.fixed_starts,
+                "dropped_answers": self.bad_answers, "skipped_questions": self.skipped}
+
+    def refuse_repairs(self) -> None:
+        """Strict reading: an answer that is not where its answer_start says is an error, not a repair or a drop."""
+        if self.bad_answers or self.fixed_starts:
+            first = self.first_bad or self.first_fixed
+            raise BertkitError(f"{self.path}: {self.bad_answers + self.fixed_starts} answers are not at their "
+                               f"answer_start (first: {first}) — fix them, or set data.strict=false to move them "
+                               f"within ±{REPAIR_RADIUS} characters or drop them")
+
 
 def read_qa_file(path: str, require_answers: bool = True) -> tuple[list[QAExample], ReadReport]:
     """SQuAD v1.1/v2.0 JSON ({"data": [...]}), a JSON array of records, or JSONL records

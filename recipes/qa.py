@@ -42,6 +42,9 @@ class DataConfig:
     """Context tokens shared by neighbouring windows of a long context."""
     max_question_length: int = 64
     """Questions longer than this many tokens are cut (and counted)."""
+    strict: bool = False
+    """Refuse answers that are not at their answer_start; by default they are moved within 20 characters or
+    dropped (with their question if it has no other answer), and counted in the summary and metrics.json."""
 
 
 @dataclass
@@ -96,8 +99,10 @@ class Config:
 SELECTION_METRIC = "f1"
 
 
-def read_split(path: str, name: str):
+def read_split(path: str, name: str, strict: bool):
     examples, report = read_qa_file(path)
+    if strict:
+        report.refuse_repairs()
     for line in report.lines():  # answer_start fixes and skips, each with the first place it happened
         console.print(f"[yellow]bertkit[/]: {name}: {line}")
     return examples, report
@@ -108,8 +113,9 @@ def load_data(cfg: Config, tokenizer):
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (SQuAD-style .json or .jsonl)")
     check_window_settings(cfg.data.max_length, cfg.data.doc_stride, cfg.data.max_question_length)
-    train_examples, train_report = read_split(cfg.data.train, "train")
-    dev_examples = read_split(cfg.data.eval, "dev")[0] if cfg.data.eval else None
+    train_examples, train_report = read_split(cfg.data.train, "train", cfg.data.strict)
+    dev_examples, dev_report = read_split(cfg.data.eval, "dev", cfg.data.strict) if cfg.data.eval else (None, None)
+    reading = {"train": train_report.counts(), **({"dev": dev_report.counts()} if dev_report else {})}
     language = cfg.language if cfg.language != "auto" else detect_language([e.context for e in train_examples])
     allow_no_answer = cfg.allow_no_answer if cfg.allow_no_answer is not None else train_report.unanswerable > 0
     window = dict(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
@@ -124,7 +130,13 @@ def load_data(cfg: Config, tokenizer):
     if train_windows.truncated_questions:
         console.print(f"[yellow]bertkit[/]: {train_windows.truncated_questions} training questions cut to "
                       f"data.max_question_length={cfg.data.max_question_length} tokens")
-    return train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer
+    return train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading
+
+
+def dropped_rows(reading: dict) -> dict:
+    """Summary rows for questions whose answers were not in their context (none when nothing was dropped)."""
+    return {f"{split} questions skipped": counts["skipped_questions"]
+            for split, counts in reading.items() if counts["skipped_questions"]}
 
 
 def build_model(cfg: Config, model_path: str, language: str):
@@ -150,7 +162,8 @@ def main(cfg: Config) -> dict:
     start_run(cfg, "qa")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
-    train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer = load_data(cfg, tokenizer)
+    train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading = load_data(
+        cfg, tokenizer)
     model = build_model(cfg, model_path, language)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
@@ -184,11 +197,12 @@ def main(cfg: Config) -> dict:
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "null_threshold": getattr(final_model.config, NULL_THRESHOLD_KEY, None), "language": language,
                "windows": {"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
+               "questions": reading,
                "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
     cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
     output_dir = finish_run(trainer, cfg, "qa", results, selection, files)
     summary_table(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
-        **metrics, "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+        **metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

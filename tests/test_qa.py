@@ -375,3 +375,32 @@ def test_lora_on_v1_data_saves_a_merged_model_without_null_threshold(tiny_model_
     assert "qa_null_threshold" not in json.loads((out / "config.json").read_text())
     weights = load_file(out / "model.safetensors")
     assert "qa_outputs.weight" in weights and not any("lora" in name for name in weights)
+
+
+def bad_answer_data(tmp_path) -> str:
+    """Four paragraphs, one of whose answers is not in its context at all (its question is skipped)."""
+    paragraphs = [{"context": p["context"], "qas": [qa for qa in p["qas"] if not qa["is_impossible"]]}
+                  for p in (en_paragraph(i, long=False) for i in range(4))]
+    paragraphs[1]["qas"][0]["answers"] = [{"text": "Atlantis", "answer_start": 3}]
+    return write_squad(tmp_path / "bad.json", paragraphs, "1.1")
+
+
+def test_dropped_questions_are_counted_in_the_summary_and_metrics(tiny_model_dir, tmp_path):
+    data = bad_answer_data(tmp_path)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "qa", *run_overrides(tiny_model_dir, data, data, out)])
+    assert result.exit_code == 0, result.output
+    assert "train questions skipped" in " ".join(result.output.split())
+    questions = json.loads((out / "metrics.json").read_text())["questions"]
+    assert questions["train"]["skipped_questions"] == questions["dev"]["skipped_questions"] == 1
+    assert questions["train"]["dropped_answers"] == 1 and questions["train"]["questions"] == 7
+
+
+def test_strict_mode_refuses_answers_not_in_their_context(tiny_model_dir, tmp_path):
+    data = bad_answer_data(tmp_path)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "qa", *run_overrides(tiny_model_dir, data, data, out), "data.strict=true"])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "1 answers are not at their answer_start" in message and "'Atlantis' at 3" in message
+    assert "data.strict=false" in message and not (out / "model.safetensors").exists()
