@@ -112,6 +112,8 @@ BAD = [
     ("classify", ["train.output_dir=x", "resume=true"], ["train.output_dir", "top-level output_dir"]),
     ("mlm", ["train.seed=3"], ["train.seed", "top-level seed"]),
     ("ner", ["train.resume_from_checkpoint=x"], ["train.resume_from_checkpoint", "resume="]),
+    ("classify", ["train.fp16=true"], ["train.fp16", "precision=fp16"]),
+    ("qa", ["train.bf16=true", "precision=fp32"], ["train.bf16", "precision=bf16"]),
 ]
 
 
