@@ -80,10 +80,11 @@ def test_short_run_lowers_held_out_perplexity_and_masks_are_fixed(tiny_model_dir
     assert trained["after"]["masked_tokens"] > 100
     saved = json.loads((tmp_path / "trained" / "metrics.json").read_text())
     assert saved["eval"]["perplexity"] == pytest.approx(after) and saved["before"]["perplexity"] == before
-    # Control: nothing learns at learning rate 0, so after == before exactly — the same masked positions, the same
-    # replacements — and the "before" of a second run equals the first run's (the eval seed fixes the masks).
+    # Control: nothing learns at learning rate 1e-30 (below float32 resolution; 0 is refused as a config error), so
+    # after == before — the same masked positions, the same replacements — and the "before" of a second run equals
+    # the first run's (the eval seed fixes the masks).
     frozen = run_mlm(tiny_overrides(tiny_model_dir, EN_CORPUS, tmp_path / "frozen", "train.max_steps=2",
-                                    "train.learning_rate=0.0"))
+                                    "train.learning_rate=1.0e-30"))
     assert frozen["eval"]["perplexity_before"] == before
     assert frozen["eval"]["perplexity"] == pytest.approx(before, rel=1e-6)
 
@@ -385,7 +386,7 @@ def test_mlm_output_chains_into_classify_through_the_cli(tiny_model_dir, small_c
         csv.writer(handle).writerows([["text", "label"], *rows])
     result = runner.invoke(app, ["run", "classify", f"model={mlm_out}", f"data.train={data}", f"data.eval={data}",
                                  f"output_dir={classify_out}", "precision=fp32", "data.max_length=32",
-                                 "train.num_train_epochs=1", "train.learning_rate=0.0"])
+                                 "train.num_train_epochs=1", "train.learning_rate=1.0e-30"])  # frozen: 0 is refused
     assert result.exit_code == 0, result.output
     classify = load_file(classify_out / "model.safetensors")
     assert not any(name.startswith("cls.") for name in classify)  # MLM head dropped
