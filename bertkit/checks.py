@@ -13,6 +13,7 @@ where the key was set (`(from override data.max_length=1)`).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ def require(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
     """Unless `ok`: `config key 'K' must be RULE, got VALUE — FIX`."""
     if not ok:
         raise ConfigValueError(key, f"config key '{key}' must be {rule}, got {_show(value)} — {fix}")
+
+
+@contextmanager
+def at_key(key: str):
+    """A library check's BertkitError raised inside also says where `key` was set (`load_config` adds it)."""
+    try:
+        yield
+    except ConfigValueError:
+        raise
+    except BertkitError as error:
+        raise ConfigValueError(key, str(error)) from None
 
 
 def _number(value: Any) -> Any:
@@ -255,7 +267,7 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 
 __all__ = [
-    "MIN_MAX_LENGTH", "require", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
+    "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
     "check_probability", "check_model", "check_data_file", "check_resume", "check_train_numbers",
     "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
     "check_trainer_settings", "check_recipe",

@@ -22,7 +22,7 @@ import datasets
 import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_probability, check_recipe, check_seed, require
+from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.masking import MaskingCollator
@@ -121,7 +121,8 @@ class Config:
                               "data.eval=<file>")
         check_masking(self.masking)
         check_seed(self.eval_seed, "eval_seed")
-        scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
+        with at_key("model"):
+            scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
         check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated
 
 

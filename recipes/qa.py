@@ -21,7 +21,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_recipe, require
+from bertkit.checks import at_key, check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
@@ -89,7 +89,8 @@ class Config:
         check_max_length(self.data.max_length)
         require(self.data.max_question_length >= 1, "data.max_question_length", self.data.max_question_length,
                 "at least 1", "e.g. data.max_question_length=64")
-        check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
+        with at_key("data.doc_stride"):
+            check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
         require(self.n_best >= 1, "n_best", self.n_best, "at least 1", "e.g. n_best=20")
         require(self.max_answer_length >= 1, "max_answer_length", self.max_answer_length, "at least 1",
                 "e.g. max_answer_length=30")

@@ -65,6 +65,8 @@ BAD = [
     ("mlm", ["data.max_length=2"], ["data.max_length", "at least 8"]),
     ("ner", ["data.stride=200"], ["data.stride", "126 tokens of a window"]),
     ("qa", ["n_best=0"], ["n_best", "at least 1"]),
+    ("qa", ["data.doc_stride=400"], ["data.doc_stride", "(from override data.doc_stride=400)"]),
+    ("mlm", ["model=scratch:huge"], ["scratch:tiny", "(from override model=scratch:huge)"]),
     # recipe knobs
     ("classify", ["head_lr=0"], ["head_lr", "above 0"]),
     ("mlm", ["head_lr=-1.0e-3"], ["head_lr"]),
