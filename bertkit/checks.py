@@ -226,13 +226,16 @@ def check_with_training_arguments(args: dict) -> None:
     class Unplaced(transformers.TrainingArguments):
         device = property(lambda self: None)
 
+    launcher = os.environ.pop("ACCELERATE_USE_DEEPSPEED", None)  # or it would set up a DeepSpeed plugin here
     try:
         Unplaced(output_dir=str(args["output_dir"]), **{k: v for k, v in args.items() if k in _SCHEDULE_KEYS})
     except (ValueError, TypeError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigValueError(TRAIN_KEY, f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings ({first}) — "
-                                      f"change the {TRAIN_KEY}.* keys it names") from None
-
+        raise ConfigValueError(TRAIN_KEY, f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings "
+                                          f"({first}) — change the {TRAIN_KEY}.* keys it names") from None
+    finally:
+        if launcher is not None:
+            os.environ["ACCELERATE_USE_DEEPSPEED"] = launcher
 
 
 def check_trainer_settings(cfg, has_eval: bool) -> None:
