@@ -160,6 +160,19 @@ def test_validate_accepts_what_works(recipe, overrides, dev):
     assert f"ok: {recipe} config is valid" in result.output
 
 
+def test_checking_the_trainer_settings_leaves_the_device_alone():
+    """The TrainingArguments check must not start accelerate's process state: a CPU one made at config time would
+    be reused by the run's own TrainingArguments (a GPU run would train on the CPU)."""
+    code = ("from accelerate.state import PartialState; from bertkit.cli import load_recipe_config; "
+            "load_recipe_config('classify', None, ['train.save_strategy=steps']); "
+            "print('state', bool(PartialState._shared_state))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "state False" in result.stdout
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Through the installed console script
 
