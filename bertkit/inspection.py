@@ -108,10 +108,13 @@ def coverage_table(report: dict) -> tuple[str, dict]:
 
 
 def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFAULT_MODEL, max_length: int = 128,
-                 column_overrides: dict | None = None, long_doc: LongDocConfig | None = None) -> dict:
-    """The report `bertkit inspect` prints, as a dict."""
+                 column_overrides: dict | None = None, long_doc: LongDocConfig | None = None,
+                 label_kind: str = "auto") -> dict:
+    """The report `bertkit inspect` prints, as a dict. `label_kind` decides a label column that auto refuses as
+    ambiguous (as data.label_kind does for classify)."""
     has_labels = resolve_columns(read_table(train_path).column_names, train_path, require_label=False).label is not None
-    train, columns, labels = load_split(train_path, column_overrides, None, require_label=has_labels)
+    train, columns, labels = load_split(train_path, column_overrides, None, require_label=has_labels,
+                                        label_kind=label_kind)
     dev = load_split(dev_path, column_overrides, labels, require_label=has_labels)[0] if dev_path else None
     tokenizer = load_tokenizer(resolve_model(model))
     texts = list(train[columns.text])

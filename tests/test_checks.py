@@ -299,3 +299,11 @@ def test_from_values_refuses_ambiguous_kinds_without_lines():
     assert "value 3 (0.5)" in error_of(LabelSpace.from_values, [0, 1, 0.5, 1, 0])
     assert LabelSpace.from_values([0.5, 3.2, 4.0]).kind == "regression"  # mostly fractions: a score
     assert LabelSpace.from_values(["NaN", "a", "b", None, "n/a"]).names == ["a", "b"]
+
+
+def test_inspect_takes_the_label_kind_that_settles_an_ambiguous_column(tmp_path):
+    from bertkit.inspection import inspect_data
+
+    path = write(tmp_path, "h.csv", "text,label\n" + "".join(f"t{i},{i % 2}\n" for i in range(20)) + "tx,0.5\n")
+    assert "data.label_kind=regression" in error_of(inspect_data, path)
+    assert inspect_data(path, label_kind="regression")["label_kind"] == "regression"
