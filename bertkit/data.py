@@ -926,18 +926,19 @@ def _label_space_from(values: list, column: str, class_names: list[str] | None, 
 
 def check_missing_labels(values: list, kind: str, dataset: datasets.Dataset, source: str) -> None:
     """A labelled row without a label (empty, NaN, None, null, NA) is refused, naming the rows: it would
-    otherwise be trained on as whatever the label column defaults to. Multi-label rows may be empty (no label
-    applies)."""
-    if kind == "multi":
-        return
-    missing = [i for i, value in enumerate(values) if _label_name(value) is None]
+    otherwise be trained on as whatever the label column defaults to. A multi-label row may be empty ('' or [],
+    no label applies), but not null / NaN / None / NA: that is a row nobody labelled."""
+    missing = [i for i, value in enumerate(values) if _label_name(value) is None
+               and not (kind == "multi" and (isinstance(value, (list, tuple)) or value == ""))]
     if not missing:
         return
     also = ", ".join(row_location(dataset, i) for i in missing[1:4]) + (", ..." if len(missing) > 4 else "")
     more = f" (also {also}: {len(missing)} rows in all)" if also else ""
+    spellings = ("NaN, None, null, NA count as missing (an empty cell or [] is a row no label applies to)"
+                 if kind == "multi" else "empty cells and NaN, None, null, NA count as missing")
     raise BertkitError(
-        f"{source} {row_location(dataset, missing[0])}: the label is empty{more} — empty cells and NaN, None, "
-        f"null, NA count as missing; fill in the labels or delete those rows"
+        f"{source} {row_location(dataset, missing[0])}: the label is empty{more} — {spellings}; fill in the labels "
+        f"or delete those rows"
     )
 
 

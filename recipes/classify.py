@@ -22,7 +22,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_recipe
+from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, document_probabilities,
                                     encode_split, score)
 from bertkit.data import LabelSpace, load_split
@@ -90,6 +90,8 @@ class Config:
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
         check_max_length(self.data.max_length)
+        require(self.data.label_delimiter != "", "data.label_delimiter", "", "a non-empty separator",
+                "e.g. data.label_delimiter=';'")
         self.long_doc.check(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None)
         if self.pooling == "mean" and self.lora.enabled and not self.lora.merge:

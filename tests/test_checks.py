@@ -307,3 +307,18 @@ def test_inspect_takes_the_label_kind_that_settles_an_ambiguous_column(tmp_path)
     path = write(tmp_path, "h.csv", "text,label\n" + "".join(f"t{i},{i % 2}\n" for i in range(20)) + "tx,0.5\n")
     assert "data.label_kind=regression" in error_of(inspect_data, path)
     assert inspect_data(path, label_kind="regression")["label_kind"] == "regression"
+
+
+def test_multi_label_rows_may_be_empty_but_not_null(tmp_path):
+    path = write(tmp_path, "m.jsonl", '{"text": "a", "labels": ["x", "y"]}\n{"text": "b", "labels": []}\n')
+    assert load_split(path)[0]["labels"][:] == [[1.0, 1.0], [0.0, 0.0]]
+    path = write(tmp_path, "n.jsonl", '{"text": "a", "labels": ["x", "y"]}\n{"text": "b", "labels": null}\n')
+    assert error_of(load_split, path).startswith(f"{path} line 2: the label is empty")
+    path = write(tmp_path, "n.csv", "text,labels\na,x;y\nb,\nc,NaN\n")
+    message = error_of(load_split, path)
+    assert message.startswith(f"{path} line 4: the label is empty") and "[] is a row no label applies to" in message
+
+
+def test_an_empty_label_delimiter_is_refused():
+    line = the_error(validate("classify", "data.label_delimiter=''"))
+    assert "data.label_delimiter" in line and "non-empty" in line
