@@ -18,6 +18,7 @@ it or writes into it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import errno
@@ -133,8 +134,8 @@ def run_state(run_dir: str | Path) -> tuple[str, str]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return "empty", ""
-    entries = [p for p in run_dir.iterdir() if p.name != LOCK_FILE]
-    if not entries:
+    entries = [p for p in run_dir.iterdir() if p.name not in (LOCK_FILE, FINGERPRINT_FILE)]
+    if not entries:  # at most a run that stopped before it trained (a typo in a data path): nothing to keep
         return "empty", ""
     if (run_dir / RECORD_FILE).exists():
         problem = record_problem(run_dir)
@@ -192,7 +193,7 @@ def write_record(run_dir: str | Path, recipe: str, started: str | None = None) -
 
 # ----------------------------------------------------------------------------------------------------- lock
 
-_RUNS: dict[str, dict] = {}  # runs this process holds: resolved dir -> {"fd": lock fd, "started": time}
+_RUNS: dict[str, dict] = {}  # runs this process holds: resolved dir -> {"fd", "started", "created", "plan"}
 
 
 def _key(run_dir: Path) -> str:
@@ -224,31 +225,62 @@ def _lock_pid(path: Path) -> int | None:
         return None
 
 
+@atexit.register
+def _release_all() -> None:
+    """A run that raised (bad data, disk full) lets go of its directory when the process ends normally; a killed
+    one leaves its lock file, which blocks nothing (the kernel dropped the flock)."""
+    for key in list(_RUNS):
+        release(key)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def acquire(run_dir: str | Path) -> None:
     """Hold the directory for this process until `release` (or the process ends)."""
     run_dir = Path(run_dir)
-    key = _key(run_dir)
     release(run_dir)  # an earlier run in this process that raised: the lock is ours
+    created = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # to remove again if the run never began
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        pid = _lock_pid(run_dir / LOCK_FILE)
-        raise BertkitError(f"output_dir {run_dir} is in use by another bertkit run (pid {pid or 'unknown'}) — wait "
-                           f"for it to finish, or choose another output_dir=...") from None
+    path = run_dir / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            pid = _lock_pid(path)
+            raise BertkitError(f"output_dir {run_dir} is in use by another bertkit run (pid {pid or 'unknown'}) — "
+                               f"wait for it to finish, or choose another output_dir=...") from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder removed the file as we opened it: lock the file that is there now
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
-    _RUNS[key] = {"fd": fd, "started": _now()}
+    _RUNS[_key(run_dir)] = {"fd": fd, "started": _now(), "created": created}
 
 
 def release(run_dir: str | Path) -> None:
-    held = _RUNS.pop(_key(Path(run_dir)), None)
-    if held is not None:
+    """Let go of the directory: the lock file goes (a killed run's stays, and blocks nothing), and a directory this
+    run created and left empty (it stopped before training) goes too."""
+    run_dir = Path(run_dir)
+    held = _RUNS.pop(_key(run_dir), None)
+    if held is None:
+        return
+    if _same_file(held["fd"], run_dir / LOCK_FILE):
         with contextlib.suppress(OSError):
-            fcntl.flock(held["fd"], fcntl.LOCK_UN)
-        os.close(held["fd"])
+            (run_dir / LOCK_FILE).unlink()  # before unlocking: a waiting run then locks a fresh file
+    with contextlib.suppress(OSError):
+        fcntl.flock(held["fd"], fcntl.LOCK_UN)
+    os.close(held["fd"])
+    if not held.get("began"):  # stopped before training: leave no trace
+        with contextlib.suppress(OSError):
+            for directory in held["created"]:
+                directory.rmdir()
 
 
 # ----------------------------------------------------------------------------------------------------- fingerprint
@@ -344,13 +376,15 @@ def _refusal(run_dir: Path, state: str, detail: str, recipe: str) -> BertkitErro
 
 
 def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, say: Callable[[str], None]) -> None:
-    """Before a run loads anything: take the directory, refuse to overwrite a run without overwrite=true (or to
-    resume from another run's checkpoint), clear an old run on overwrite=true, write the fingerprint."""
+    """Before a run loads anything: take the directory; refuse to replace a run there without overwrite=true, and
+    to resume from another run's checkpoints. Nothing is written yet: `begin` does that once training starts, so a
+    run stopped by a typo in a data path leaves the directory as it was."""
     run_dir = Path(output_dir).expanduser()
     acquire(run_dir)
     try:
         current = fingerprint(config)
         resuming = resume not in (False, None, "", "false")
+        replace = None
         if resuming:
             source = run_dir if resume is True or resume == "true" else Path(str(resume)).expanduser().parent
             check_resume_fingerprint(source, current, say)
@@ -359,17 +393,32 @@ def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, s
             if state in ("finished", "unfinished", "mixed", "foreign"):
                 if not overwrite:
                     raise _refusal(run_dir, state, detail, recipe)
-                files, checkpoints = clear_old_run(run_dir)
-                say(f"overwrite=true: replaced the {state} run in {run_dir} ({files} files and {checkpoints} "
-                    f"checkpoints removed)")
-        remove_record(run_dir)
-        saved = _read_json(run_dir / FINGERPRINT_FILE)
-        if not resuming or saved is None or saved.get("sha256") != current["sha256"]:
-            write_json_atomic(run_dir / FINGERPRINT_FILE,
-                              {"recipe": recipe, "started": _RUNS[_key(run_dir)]["started"], **current})
+                replace = state
     except BaseException:
         release(run_dir)
         raise
+    _RUNS[_key(run_dir)]["plan"] = {"recipe": recipe, "fingerprint": current, "resuming": resuming,
+                                    "replace": replace}
+
+
+def begin(output_dir: str, say: Callable[[str], None]) -> None:
+    """Training starts: clear the run that overwrite=true replaces (saying so), mark the directory unfinished
+    (no completion record) and write this run's fingerprint beside its checkpoints."""
+    run_dir = Path(output_dir).expanduser()
+    held = _RUNS.get(_key(run_dir))
+    if held is None or held.get("plan") is None:
+        return
+    plan = held.pop("plan")
+    held["began"] = True
+    if plan["replace"]:
+        files, checkpoints = clear_old_run(run_dir)
+        say(f"overwrite=true: replaced the {plan['replace']} run in {run_dir} ({files} files and {checkpoints} "
+            f"checkpoints removed)")
+    remove_record(run_dir)
+    saved = _read_json(run_dir / FINGERPRINT_FILE)
+    if not plan["resuming"] or saved is None or saved.get("sha256") != plan["fingerprint"]["sha256"]:
+        write_json_atomic(run_dir / FINGERPRINT_FILE,
+                          {"recipe": plan["recipe"], "started": held["started"], **plan["fingerprint"]})
 
 
 # ----------------------------------------------------------------------------------------------------- checkpoints
@@ -451,7 +500,7 @@ def disk_full_guard(run_dir: str | Path, saving: str) -> Iterator[None]:
 __all__ = [
     "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "CONTINUATION_KEYS", "run_state",
     "check_finished", "record_problem", "write_record", "remove_record", "acquire", "release", "lock_holder",
-    "fingerprint", "fingerprint_difference", "start", "clear_old_run", "checkpoint_problem",
+    "fingerprint", "fingerprint_difference", "start", "begin", "clear_old_run", "checkpoint_problem",
     "last_complete_checkpoint", "checkpoints_newest_first", "is_disk_full", "disk_full_guard", "file_digest",
     "write_json_atomic", "is_bertkit_run",
 ]

@@ -211,8 +211,8 @@ def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: floa
 
 def start_run(cfg, recipe: str) -> None:
     """First thing a recipe's main does, before loading anything (bertkit/rundir.py): hold output_dir for this run,
-    refuse to replace a run there unless overwrite=true (clearing it first when it is), refuse resume=true from
-    another run's checkpoints, and write this run's fingerprint. Rank 0 only: it is the one that writes."""
+    refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
+    `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
     if not is_main_process():
         return
     rundir.start(cfg.output_dir, recipe, config_to_dict(cfg), overwrite=getattr(cfg, "overwrite", False),
@@ -251,6 +251,8 @@ def run_trainer(trainer: transformers.Trainer, cfg):
     checkpoint = resume_checkpoint(cfg.resume, cfg.output_dir)
     if checkpoint:
         say(f"resuming from {checkpoint}")
+    if is_main_process():
+        rundir.begin(cfg.output_dir, say)  # the old run overwrite=true replaces goes now, not before a typo is found
     with rundir.disk_full_guard(cfg.output_dir, "a checkpoint"):
         return trainer.train(resume_from_checkpoint=checkpoint)
 

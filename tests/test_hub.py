@@ -27,6 +27,7 @@ from transformers import BertTokenizer
 from bertkit.errors import BertkitError
 from bertkit.hub import NO_CHANGES, explain, push_model, select_files
 from bertkit.model_card import read_metrics, render_model_card, task_of
+from bertkit.rundir import write_record
 
 from hub_server import FakeHub, HubError
 
@@ -150,6 +151,7 @@ def _write_model_dir(out: Path) -> None:
     for junk in JUNK:
         (out / junk).parent.mkdir(parents=True, exist_ok=True)
         (out / junk).write_bytes(b"must not be uploaded")
+    write_record(out, "classify")  # last, as a finished run writes it: push refuses a run without one
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +234,7 @@ def test_repush_unchanged_makes_no_commit_and_a_change_does(hub, model_dir, tmp_
 
     changed = _copy(model_dir, tmp_path)
     (changed / "metrics.json").write_text(json.dumps({"eval_accuracy": 0.9}))
+    write_record(changed, "classify")  # as a new run leaves it (a hand-edited metrics.json alone is refused)
     url = push_model(changed, REPO, token=TOKEN, endpoint=hub.endpoint)
     assert url != NO_CHANGES and hub.commit_count(REPO) == commits + 1
     assert json.loads(hub.files(REPO)["metrics.json"]) == {"eval_accuracy": 0.9}

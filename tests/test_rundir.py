@@ -190,6 +190,23 @@ def test_overwrite_replaces_the_old_run_and_says_so(finished, tiny_model_dir, se
     assert "overwrite: false" in (out / "bertkit_config.yaml").read_text()  # rerunning it cannot replace silently
 
 
+def test_a_run_that_stops_before_training_changes_nothing(finished, tiny_model_dir, sentiment, tmp_path):  # noqa: F811
+    """A typo found while loading (here a column that is not there): the run it was to replace is intact, a fresh
+    output_dir is not even created, and the corrected rerun is not refused as 'unfinished'."""
+    out = copy_of(finished, tmp_path)
+    with pytest.raises(BertkitError, match="review"):
+        run_recipe(overrides(tiny_model_dir, sentiment, out, "overwrite=true", "data.text_column=review"))
+    assert rundir.run_state(out) == ("finished", "") and (out / "classification_report.txt").exists()
+    fresh = tmp_path / "new" / "run"
+    result = subprocess.run([sys.executable, "-m", "bertkit", "run", "classify",
+                             *overrides(tiny_model_dir, sentiment, fresh, "data.text_column=review")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and result.stderr.startswith("error: column 'review'"), result.stderr
+    assert not (tmp_path / "new").exists()  # the process let go of what it had created
+    run_recipe(overrides(tiny_model_dir, sentiment, fresh))
+    assert rundir.run_state(fresh) == ("finished", "") and not (fresh / rundir.LOCK_FILE).exists()
+
+
 def test_rerun_into_an_unfinished_run_is_refused_and_resume_continues_it(tiny_model_dir, sentiment, tmp_path,
                                                                        monkeypatch):  # noqa: F811
     out = tmp_path / "run"
