@@ -298,6 +298,69 @@ class MaskedEvalTrainer(transformers.Trainer):
         return loss, None, None
 
 
+# ------------------------------------------------------------------------------------------ head warm-up
+
+
+def new_head_parameters(model) -> list[torch.nn.Parameter]:
+    """The head's own parameters (MLM transform and bias, NSP classifier): not the decoder, which is the encoder's
+    word embedding matrix (tied)."""
+    encoder = {id(p) for p in model.bert.parameters()}
+    return [p for p in model.cls.parameters() if id(p) not in encoder]
+
+
+def warmup_order(count: int, examples: int, seed: int) -> list[int]:
+    """`count` example indices in a seeded random order, passing over the examples again when there are fewer."""
+    order: list[int] = []
+    for rounds in range(-(-count // max(examples, 1))):
+        need = min(examples, count - len(order))
+        order += random.Random(f"head-warmup/{seed}/{rounds}").sample(range(examples), need)
+    return order
+
+
+def warm_up_head(model, examples, collator, steps: int, batch_size: int, lr: float, seed: int) -> int:
+    """Train a new MLM (and NSP) head for `steps` with the encoder frozen and in eval mode, so that the held-out
+    perplexity measured next is that of the pretrained encoder read by a fitted head, not of a random head (about
+    50,000 on MiniLM, which any training "lowers"). Eval mode (no dropout), seeded example order and masks (the
+    collator's epoch -1, never a training epoch): the same head in any process layout and after a resume. The
+    batch size is the run's global one, so one process and several warm up alike. Returns the steps taken."""
+    head = new_head_parameters(model)
+    frozen = [p for p in model.parameters() if p.requires_grad and all(p is not h for h in head)]
+    for p in frozen:
+        p.requires_grad_(False)
+    was_training, epoch = model.training, collator.epoch
+    model.eval()
+    collator.epoch = -1
+    optimizer = torch.optim.AdamW(head, lr=lr, weight_decay=0.0)
+    order = warmup_order(steps * batch_size, len(examples), seed)
+    device = next(model.parameters()).device
+    try:
+        for start in range(0, len(order), batch_size):
+            batch = collator([examples[i] for i in order[start:start + batch_size]])
+            loss = head_loss(model, {k: v.to(device) for k, v in batch.items()})
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+        model.train(was_training)
+        collator.epoch = epoch
+    return -(-len(order) // batch_size)
+
+
+def head_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Masked-LM loss (plus NSP loss when labelled) through the head only: the encoder runs without a graph."""
+    with torch.no_grad():
+        out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    selected = batch["labels"].ne(IGNORE_INDEX)  # (B, T)
+    logits = model.cls.predictions(out.last_hidden_state[selected])  # (M, D) -> (M, V)
+    loss = torch.nn.functional.cross_entropy(logits.float(), batch["labels"][selected])
+    if "next_sentence_label" in batch and hasattr(model.cls, "seq_relationship"):
+        nsp = model.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        loss = loss + torch.nn.functional.cross_entropy(nsp.float(), batch["next_sentence_label"])
+    return loss
+
+
 # ---------------------------------------------------------------------------------------- loading the model
 
 
@@ -470,7 +533,8 @@ def write_vocab_txt(tokenizer, path) -> None:
 __all__ = [
     "SCRATCH_SIZES", "SPECIAL_TOKENS", "MaskedEvalTrainer", "MaskingEpochCallback", "NewToken",
     "PretrainingCollator", "cjk_fraction",
-    "count_words", "decoder_is_tied", "documents_from_lines", "extend_vocabulary", "find_new_tokens",
+    "count_words", "decoder_is_tied", "documents_from_lines", "extend_vocabulary", "find_new_tokens", "head_loss",
+    "new_head_parameters", "warm_up_head", "warmup_order",
     "group_examples", "is_cjk", "line_examples", "load_mlm_model", "mask_once", "masked_lm_sums",
     "masked_perplexity", "nsp_examples", "pad_masked", "read_documents", "resolve_whole_word", "scratch_config",
     "scratch_size", "split_documents", "split_sentences", "train_wordpiece", "with_example_ids", "write_vocab_txt",

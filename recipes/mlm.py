@@ -14,22 +14,27 @@ directory is a valid model= for every fine-tuning recipe (the MLM head is droppe
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Callable, Iterable, Literal
 
 import datasets
+import numpy as np
 import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, blank_flags, default_num_proc, held_by_hash,
+                            open_corpus, stream_examples, stream_lines, streaming_dataset, take, tokenize_rows)
 from bertkit.masking import MaskingCollator
 from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
-                                 extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
-                                 mask_once, masked_perplexity, nsp_examples, read_documents, resolve_whole_word,
-                                 scratch_config, scratch_size, split_documents, train_wordpiece, with_example_ids,
+                                 extend_vocabulary, find_new_tokens, load_mlm_model, mask_once, masked_perplexity,
+                                 resolve_whole_word, scratch_config, scratch_size, train_wordpiece, warm_up_head,
                                  write_vocab_txt)
 from bertkit.training import (console, finish_run, is_main_process, optimizer_with_llrd, resume_checkpoint, run_trainer,
                               start_run, summary_table, training_arguments)
@@ -49,6 +54,16 @@ class DataConfig:
     """line: an example per paragraph (long ones windowed); group: all text concatenated, cut into max_length blocks."""
     max_length: int = 128
     """Tokens per example, [CLS] and [SEP] included."""
+    num_proc: int | None = None
+    """Worker processes that tokenize the corpus (default: the usable cores, at most 8); 1 tokenizes in-process."""
+    cache_dir: str | None = None
+    """Where the datasets cache (Arrow files of the read and tokenized corpus) goes (default HF_DATASETS_CACHE)."""
+    streaming: bool = False
+    """Stream a .txt corpus larger than the disk cache (needs train.max_steps); held-out rows picked by a hash."""
+    shuffle_buffer: int = 10000
+    """data.streaming: examples in the seeded shuffle buffer (0 = corpus order)."""
+    max_eval_examples: int | None = 2000
+    """At most this many held-out examples are scored for perplexity (the first ones; null = all)."""
 
 
 @dataclass
@@ -96,6 +111,11 @@ class Config:
     """Layer-wise learning-rate decay factor (1.0 = off)."""
     head_lr: float | None = None
     """Learning rate of the MLM/NSP head (default: train.learning_rate); a new head likes a higher one."""
+    head_warmup_steps: int = 100
+    """A checkpoint without an MLM head: train the new head alone this many steps (encoder frozen) before the
+    "before" perplexity, so that figure is the pretrained encoder's, not a random head's (0 = off)."""
+    head_warmup_lr: float = 1.0e-3
+    """Learning rate (AdamW, constant) of the head-only warm-up."""
     precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
     """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
     early_stopping_patience: int | None = None
@@ -120,6 +140,7 @@ class Config:
             check_probability(self.data.eval_fraction, "data.eval_fraction", "e.g. data.eval_fraction=0.05, or give "
                               "data.eval=<file>")
         check_masking(self.masking)
+        check_data(self)
         check_seed(self.eval_seed, "eval_seed")
         with at_key("model"):
             scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
@@ -137,31 +158,52 @@ def check_masking(masking: MaskingConfig) -> None:
             "BERT uses 0.8 [MASK] and 0.1 random (the other 0.1 stay unchanged)")
 
 
+def check_data(cfg: Config) -> None:
+    data = cfg.data
+    require(data.num_proc is None or data.num_proc >= 1, "data.num_proc", data.num_proc, "at least 1",
+            "e.g. data.num_proc=4 (or leave it unset: the usable cores)")
+    require(data.max_eval_examples is None or data.max_eval_examples >= 1, "data.max_eval_examples",
+            data.max_eval_examples, "at least 1 (or null)", "e.g. data.max_eval_examples=2000")
+    require(cfg.head_warmup_steps >= 0, "head_warmup_steps", cfg.head_warmup_steps, "0 or more", "0 turns it off")
+    require(cfg.head_warmup_lr > 0, "head_warmup_lr", cfg.head_warmup_lr, "more than 0", "e.g. 1.0e-3")
+    if data.streaming:  # a stream has no length: the Trainer cannot work out the steps of an epoch
+        require(int(cfg.train.get("max_steps", -1) or -1) > 0, "train.max_steps", cfg.train.get("max_steps"),
+                "set (more than 0) with data.streaming=true", "e.g. train.max_steps=10000")
+        require(not cfg.nsp, "nsp", cfg.nsp, "false with data.streaming=true",
+                "NSP draws sentences from random documents: use data.streaming=false")
+        require(data.shuffle_buffer >= 0, "data.shuffle_buffer", data.shuffle_buffer, "0 or more", "e.g. 10000")
+
+
 def show(message: str) -> None:
     """Print once: in a single process, or in rank 0 of a torchrun launch."""
     if is_main_process():
         console.print(message)
 
 
-def load_corpus(cfg: Config) -> tuple[list, list]:
+def num_proc(cfg: Config) -> int:
+    return cfg.data.num_proc or default_num_proc()
+
+
+def load_corpus(cfg: Config) -> Corpus:
+    """The corpus in the datasets cache (memory-mapped), its held-out rows split off (or data.eval's)."""
     if not cfg.data.train:
         raise BertkitError("no corpus — set data.train=<file> (.txt with one paragraph per line, or a table)")
-    documents = read_documents(cfg.data.train, cfg.data.text_column)
-    if cfg.data.eval:
-        return documents, read_documents(cfg.data.eval, cfg.data.text_column)
-    return split_documents(documents, cfg.data.eval_fraction, cfg.seed)
+    return open_corpus(cfg.data.train, cfg.data.eval, cfg.data.eval_fraction, cfg.seed, cfg.data.text_column,
+                       cfg.data.cache_dir, num_proc(cfg))
 
 
-def build_model(cfg: Config, texts: list[str]) -> tuple:
+def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
     """(model, tokenizer, notes): a scratch model with a corpus-trained vocabulary, or a checkpoint with an MLM
-    head (a new one if it had none) and, with vocab.extend, the domain words added."""
+    head (a new one if it had none) and, with vocab.extend, the domain words added. `texts` gives the training
+    text afresh on each call (read from the cache a batch at a time)."""
     size = scratch_size(cfg.model)
     if size:
         if cfg.vocab.extend:
             raise BertkitError("vocab.extend adds words to a pretrained vocabulary; a scratch model's vocabulary is "
                                "trained on the corpus — set vocab.size instead")
         resumed = resume_checkpoint(cfg.resume, cfg.output_dir)  # tokenizer training is not deterministic: reuse it
-        tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts, cfg.vocab.size, cfg.vocab.lowercase)
+        tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts(), cfg.vocab.size,
+                                                                            cfg.vocab.lowercase)
         config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
         model_class = transformers.AutoModelForPreTraining if cfg.nsp else transformers.AutoModelForMaskedLM
         show(f"[bold]bertkit[/]: from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
@@ -181,7 +223,7 @@ def build_model(cfg: Config, texts: list[str]) -> tuple:
                            f"{model.config.max_position_embeddings} positions — set data.max_length<="
                            f"{model.config.max_position_embeddings}")
     if cfg.vocab.extend:
-        new = find_new_tokens(count_words(texts, tokenizer), tokenizer, cfg.vocab.max_new_tokens,
+        new = find_new_tokens(count_words(texts(), tokenizer), tokenizer, cfg.vocab.max_new_tokens,
                               cfg.vocab.min_frequency, cfg.vocab.min_pieces)
         extend_vocabulary(model, tokenizer, new)
         notes["new_tokens"] = [token.word for token in new]
@@ -191,27 +233,100 @@ def build_model(cfg: Config, texts: list[str]) -> tuple:
     return model, tokenizer, notes
 
 
-def build_examples(cfg: Config, documents: list, tokenizer, whole_word: str, seed: int) -> list[dict]:
-    """Training or held-out examples: NSP sentence pairs, or line / group blocks of the documents' paragraphs."""
+def build_examples(cfg: Config, tokens, rows, document, tokenizer, whole_word: str, seed: int,
+                   limit: int | None = None):
+    """Training or held-out examples, made on demand from the token table: NSP sentence pairs, or line windows /
+    group blocks of the rows' paragraphs. Each carries its number as example_id (its masks' identity)."""
     if cfg.nsp:
-        return nsp_examples(documents, tokenizer, cfg.data.max_length, seed, whole_word)
-    texts = [paragraph for doc in documents for paragraph in doc]
-    build = line_examples if cfg.data.mode == "line" else group_examples
-    columns = build(texts, tokenizer, cfg.data.max_length, whole_word)
-    return [dict(zip(columns, row)) for row in zip(*columns.values())]
+        return NspPairs(tokens, rows, document, tokenizer, cfg.data.max_length, seed, whole_word, limit)
+    view = LineWindows if cfg.data.mode == "line" else GroupBlocks
+    return view(tokens, rows, cfg.data.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id, limit)
+
+
+def prepare_data(cfg: Config) -> tuple:
+    """(model, tokenizer, notes, whole_word, train examples, warm-up examples, held-out examples) from the cached
+    corpus: tokenized in workers on the first run, loaded from the cache files on the next."""
+    corpus = load_corpus(cfg)
+    whole_word = resolve_whole_word(cfg.masking.whole_word, corpus.sample_texts())
+    model, tokenizer, notes = build_model(cfg, corpus.texts)
+    hit = corpus.tokenize(tokenizer, whole_word, cfg.nsp, num_proc(cfg))
+    show(f"[bold]bertkit[/]: tokenized corpus {'loaded from the datasets cache' if hit else 'written to'} "
+         f"{Path(corpus.tokens.cache_files[0]['filename']).parent if corpus.tokens.cache_files else 'memory'}")
+    notes["tokens_cached"] = hit
+    train = build_examples(cfg, corpus.tokens, corpus.split.train, corpus.split.document, tokenizer, whole_word,
+                           cfg.seed)
+    held = build_examples(cfg, corpus.eval_tokens, corpus.eval_rows, corpus.eval_split.document, tokenizer,
+                          whole_word, cfg.eval_seed, cfg.data.max_eval_examples)
+    return model, tokenizer, notes, whole_word, train, train, list(held)
+
+
+def prepare_stream(cfg: Config) -> tuple:
+    """prepare_data for data.streaming: the training examples as a datasets IterableDataset read from the file on
+    every pass; warm-up examples from its start; held-out ones from data.eval or from rows picked by a hash."""
+    fraction = 0.0 if cfg.data.eval else cfg.data.eval_fraction
+
+    def texts():
+        rows = enumerate(row["text"].strip() for row in stream_lines(cfg.data.train))
+        return (text for i, text in rows if text and not held_by_hash(cfg.seed, i, fraction))
+
+    whole_word = resolve_whole_word(cfg.masking.whole_word, first_texts_of(texts()))
+    model, tokenizer, notes = build_model(cfg, texts)
+    settings = (cfg.data.train, tokenizer, whole_word, cfg.data.mode, cfg.data.max_length, cfg.seed, fraction)
+    train = streaming_dataset(*settings, cfg.data.shuffle_buffer)
+    warmup = take(stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
+    limit = cfg.data.max_eval_examples
+    if cfg.data.eval:
+        corpus = open_corpus(cfg.data.eval, None, 0.5, cfg.seed, cfg.data.text_column, cfg.data.cache_dir,
+                             num_proc(cfg))
+        tokens, _ = tokenize_rows(corpus.lines, tokenizer, whole_word, False, num_proc(cfg))
+        rows = np.flatnonzero(~blank_flags(corpus.lines, num_proc(cfg)))
+        held = list(build_examples(cfg, tokens, rows, corpus.split.document, tokenizer, whole_word, cfg.eval_seed,
+                                   limit))
+    else:
+        held = take(stream_examples(*settings, held=True), limit or sys.maxsize)
+    return model, tokenizer, notes, whole_word, train, warmup, held
+
+
+def first_texts_of(texts: Iterable[str], limit: int = 200_000) -> list[str]:
+    """The first texts up to `limit` characters (what resolve_whole_word reads)."""
+    out, size = [], 0
+    for text in texts:
+        out.append(text)
+        size += len(text)
+        if size >= limit:
+            break
+    return out
+
+
+def global_batch_size(cfg: Config) -> int:
+    """Examples per optimizer step over all processes (the head warm-up uses it: the same in any layout)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return (int(cfg.train.get("per_device_train_batch_size", 8)) * world
+            * int(cfg.train.get("gradient_accumulation_steps", 1)))
+
+
+def warm_up(cfg: Config, model, tokenizer, notes: dict, examples, masking: dict) -> str:
+    """A new head (no MLM head in the checkpoint) trained alone before the "before" perplexity; what that figure
+    is, in words (metrics.json and the summary say it)."""
+    if notes.get("scratch"):
+        return "random model (from scratch)"
+    if notes["mlm_head"] != "new":
+        return "pretrained head"
+    if cfg.head_warmup_steps == 0 or not len(examples):
+        return "new random head (head_warmup_steps=0)"
+    steps = warm_up_head(model, examples, MaskingCollator(tokenizer, **masking, seed=cfg.seed),
+                         cfg.head_warmup_steps, global_batch_size(cfg), cfg.head_warmup_lr, cfg.seed)
+    return f"after {steps} head-only steps (encoder frozen, lr {cfg.head_warmup_lr:g})"
 
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
     start_run(cfg, "mlm")  # output_dir: held for this run; an old run there is refused unless overwrite=true
-    train_docs, eval_docs = load_corpus(cfg)
-    texts = [paragraph for doc in train_docs for paragraph in doc]
-    whole_word = resolve_whole_word(cfg.masking.whole_word, texts)
-    model, tokenizer, notes = build_model(cfg, texts)
-    train_examples = build_examples(cfg, train_docs, tokenizer, whole_word, cfg.seed)
-    eval_examples = build_examples(cfg, eval_docs, tokenizer, whole_word, cfg.eval_seed)
-    show(f"[bold]bertkit[/]: {len(train_examples)} train / {len(eval_examples)} held-out examples "
+    prepare = prepare_stream if cfg.data.streaming else prepare_data
+    model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
+    count = "streamed" if cfg.data.streaming else len(train_examples)
+    show(f"[bold]bertkit[/]: {count} train / {len(eval_examples)} held-out examples "
          f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
          f"whole-word masking: {whole_word}")
 
@@ -223,16 +338,18 @@ def main(cfg: Config) -> dict:
     args = training_arguments(train_args, cfg.output_dir, cfg.precision, cfg.seed, True, "loss",
                               greater_is_better=False)
     model.to(args.device)
+    before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
     before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
+    before["head"] = before_head
     show(f"[bold]bertkit[/]: held-out perplexity before training: {before['perplexity']:.2f} "
-         f"({before['masked_tokens']} masked tokens)")
+         f"({before['masked_tokens']} masked tokens; {before_head})")
     # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
     train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
     callbacks = [MaskingEpochCallback(train_masking)]
     if cfg.early_stopping_patience:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = MaskedEvalTrainer(
-        model=model, args=args, train_dataset=datasets.Dataset.from_list(with_example_ids(train_examples)),
+        model=model, args=args, train_dataset=train_examples,
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
         data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
@@ -240,17 +357,19 @@ def main(cfg: Config) -> dict:
     after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
 
     results = {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
-                        "perplexity_before": before["perplexity"],
+                        "perplexity_before": before["perplexity"], "perplexity_before_is": before_head,
                         **({"nsp_accuracy": after["nsp_accuracy"]} if "nsp_accuracy" in after else {})},
                "before": before, "after": after, "held_out_examples": len(held_out),
                "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
                "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
+               "tokens_cached": notes.get("tokens_cached"),
                "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
     summary_table("mlm: held-out perplexity (fixed masks)", {
         "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
-        "masked tokens": after["masked_tokens"], **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
+        "masked tokens": after["masked_tokens"], "before measured": before_head,
+        **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
         "MLM head": notes["mlm_head"], "new tokens": len(results["new_tokens"]), "whole-word masking": whole_word,
         "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"],
         "saved to": str(output_dir)})

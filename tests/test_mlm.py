@@ -395,3 +395,169 @@ def test_mlm_output_chains_into_classify_through_the_cli(tiny_model_dir, small_c
     assert classify["bert.embeddings.word_embeddings.weight"].shape[0] == 30522 + 20
     tokenizer = transformers.AutoTokenizer.from_pretrained(classify_out)
     assert len(tokenizer) == 30522 + 20 and tokenizer.tokenize(new_words[0]) == [new_words[0]]
+
+
+# ------------------------------------------------------------------------------- corpus through datasets (cached)
+
+
+def test_second_run_loads_the_tokens_from_the_cache(tiny_model_dir, small_corpus, tmp_path, monkeypatch):
+    """The corpus goes through datasets.map into Arrow files under data.cache_dir; a second run on the same corpus
+    and settings loads them and never calls the tokenizer."""
+    cache = tmp_path / "cache"
+    extra = [f"data.cache_dir={cache}", "data.num_proc=1", "train.max_steps=2", "head_warmup_steps=0"]
+    first = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "first", *extra))
+    assert first["tokens_cached"] is False and list(cache.rglob("*.arrow"))
+    calls = []
+    original = transformers.PreTrainedTokenizerBase.__call__
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[:1])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.PreTrainedTokenizerBase, "__call__", counting)
+    second = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "second", *extra))
+    assert second["tokens_cached"] is True and calls == []
+    assert second["eval"]["perplexity_before"] == first["eval"]["perplexity_before"]
+    assert second["eval"]["perplexity"] == pytest.approx(first["eval"]["perplexity"], rel=1e-6)
+    # another tokenizer setting (line mode needs the same tokens, NSP does not): a miss, and the tokenizer runs
+    third = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "third", *extra, "nsp=true"))
+    assert third["tokens_cached"] is False and calls
+
+
+def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path):
+    """Tokenizing is row-wise and blocks are read from the token table, so 1 or 2 workers give exactly the blocks
+    and windows that group_examples / line_examples make from the whole training text in one process."""
+    from bertkit import corpus
+
+    lines = corpus.read_lines(EN_CORPUS, cache_dir=str(tmp_path))
+    split = corpus.split_rows(corpus.blank_flags(lines), 0.05, seed=3)
+    train_docs, held_docs = split_documents(read_documents(EN_CORPUS), 0.05, seed=3)
+    texts = [p for doc in train_docs for p in doc]
+    assert list(corpus.iter_texts(lines, split.train)) == texts
+    assert list(corpus.iter_texts(lines, split.held)) == [p for doc in held_docs for p in doc]
+    expected_blocks = group_examples(texts, en, 128, "wordpiece")["input_ids"]
+    expected_lines = line_examples(texts, en, 64, "none")["input_ids"]
+    for workers in (1, 2):
+        tokens, _ = corpus.tokenize_rows(lines, en, "wordpiece", num_proc=workers)
+        blocks = corpus.GroupBlocks(tokens, split.train, 128, en.cls_token_id, en.sep_token_id)
+        assert [b["input_ids"] for b in blocks] == expected_blocks, workers
+        assert [b["example_id"] for b in blocks] == list(range(len(expected_blocks)))
+        windows = corpus.LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
+        assert [w["input_ids"] for w in windows] == expected_lines, workers
+
+
+def _units(word_ids):
+    """Positions grouped as the collator groups them: runs of one word id."""
+    runs, prev = [], object()
+    for pos, w in enumerate(word_ids):
+        if w is None or w != prev:
+            runs.append([])
+        runs[-1].append(pos)
+        prev = w
+    return runs
+
+
+def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
+    from bertkit import corpus
+
+    zh = chinese_bert_tokenizer()
+    lines = corpus.read_lines(ZH_CORPUS, cache_dir=str(tmp_path))
+    split = corpus.split_rows(corpus.blank_flags(lines), 0.05, seed=0)
+    texts = list(corpus.iter_texts(lines, split.train))
+    expected = group_examples(texts, zh, 64, "chinese")
+    tokens, _ = corpus.tokenize_rows(lines, zh, "chinese", num_proc=2)
+    blocks = list(corpus.GroupBlocks(tokens, split.train, 64, zh.cls_token_id, zh.sep_token_id))
+    assert [b["input_ids"] for b in blocks] == expected["input_ids"]
+    assert [_units(b["word_ids"]) for b in blocks] == [_units(w) for w in expected["word_ids"]]
+
+
+def test_fingerprints_are_stable_across_processes_and_calls(en):
+    """Cache files are named by fingerprint: it must not depend on the process, or on state a tokenizer call
+    leaves behind (truncation), and the map functions must pickle for num_proc workers."""
+    import pickle
+    import subprocess
+    import sys
+
+    from bertkit import corpus
+
+    digest = corpus.tokenizer_digest(en)
+    en("some text " * 100, truncation=True, max_length=16)
+    assert corpus.tokenizer_digest(en) == digest
+    step = corpus.step_fingerprint("parent", "tokenize", tokenizer=digest, whole_word="none", sentences=False)
+    code = ("import transformers; from bertkit import corpus; "
+            f"t = transformers.AutoTokenizer.from_pretrained({en.name_or_path!r}); "
+            "print(corpus.step_fingerprint('parent', 'tokenize', tokenizer=corpus.tokenizer_digest(t), "
+            "whole_word='none', sentences=False))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert other == step
+    encode = pickle.loads(pickle.dumps(corpus.EncodeRows(en, "none")))
+    assert encode({"text": ["Warfarin dose.", ""]})["input_ids"] == [en("Warfarin dose.",
+                                                                         add_special_tokens=False)["input_ids"], []]
+
+
+# --------------------------------------------------------------------------------------------------- streaming
+
+
+def test_streaming_needs_max_steps(tiny_model_dir, small_corpus, tmp_path):
+    with pytest.raises(BertkitError, match="train.max_steps") as error:
+        run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "s", "data.streaming=true"))
+    assert "\n" not in str(error.value)
+
+
+def test_streaming_run_resumes_to_the_same_weights(tiny_model_dir, small_corpus, tmp_path, monkeypatch):
+    """A streamed corpus (a datasets IterableDataset, seeded shuffle buffer) interrupted after 6 steps and resumed
+    ends with the weights of the uninterrupted run: the stream replays to the same example, masks are a function
+    of (seed, epoch, example_id)."""
+    extra = ["data.streaming=true", "data.shuffle_buffer=50", "train.max_steps=14", "train.save_strategy=steps",
+             "train.save_steps=6", "train.eval_strategy=no", "train.load_best_model_at_end=false",
+             "train.warmup_steps=0", "head_warmup_steps=3"]
+    straight = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "straight", *extra))
+    assert straight["eval"]["perplexity"] < straight["eval"]["perplexity_before"]
+    assert straight["train"]["epoch"] > 1  # the stream (170 blocks, 11 batches) ran out and started again
+
+    interrupted = tmp_path / "interrupted"
+    original_save = transformers.Trainer._save_checkpoint
+
+    def save_then_crash(self, *args, **kwargs):
+        original_save(self, *args, **kwargs)
+        if self.state.global_step == 6:
+            raise KeyboardInterrupt("simulated interruption")
+
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_mlm(tiny_overrides(tiny_model_dir, small_corpus, interrupted, *extra))
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original_save)
+    resumed = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, interrupted, *extra, "resume=true"))
+
+    expected, actual = load_file(tmp_path / "straight" / "model.safetensors"), load_file(interrupted /
+                                                                                         "model.safetensors")
+    for name in expected:
+        assert torch.allclose(expected[name], actual[name], atol=1e-6), name
+    assert resumed["eval"]["perplexity"] == pytest.approx(straight["eval"]["perplexity"], rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ head warm-up
+
+
+def test_new_head_is_warmed_up_before_the_before_figure(tiny_model_dir, small_corpus, tmp_path):
+    """A checkpoint without an MLM head: the head alone trains head_warmup_steps first (encoder frozen), so the
+    "before" perplexity reads the pretrained encoder through a fitted head; metrics.json says which it is."""
+    extra = ["train.max_steps=1", "train.learning_rate=1.0e-12", "head_warmup_lr=5.0e-2"]
+    cold = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "cold", *extra, "head_warmup_steps=0"))
+    warm = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "warm", *extra, "head_warmup_steps=30"))
+    assert cold["eval"]["perplexity_before_is"] == "new random head (head_warmup_steps=0)"
+    assert warm["eval"]["perplexity_before_is"] == "after 30 head-only steps (encoder frozen, lr 0.05)"
+    saved = json.loads((tmp_path / "warm" / "metrics.json").read_text())
+    assert saved["before"]["head"] == warm["eval"]["perplexity_before_is"]
+    assert warm["eval"]["perplexity_before"] < 0.5 * cold["eval"]["perplexity_before"]
+    # the encoder did not move (a learning rate of 1e-12 after the warm-up); the head did
+    original = load_file(Path(tiny_model_dir) / "model.safetensors")
+    trained = load_file(tmp_path / "warm" / "model.safetensors")
+    cold_head = load_file(tmp_path / "cold" / "model.safetensors")
+    for name in original:
+        assert torch.allclose(trained[f"bert.{name}"], original[name], atol=1e-8), name
+    assert not torch.equal(trained["cls.predictions.transform.dense.weight"],
+                           cold_head["cls.predictions.transform.dense.weight"])
+    # a checkpoint with an MLM head is not warmed up
+    again = run_mlm(tiny_overrides(str(tmp_path / "warm"), small_corpus, tmp_path / "again", *extra))
+    assert again["eval"]["perplexity_before_is"] == "pretrained head"

@@ -1,0 +1,630 @@
+"""A pretraining corpus through `datasets`: memory flat in corpus size, tokenized on all cores, cached on disk.
+
+    lines = read_lines("corpus.txt")                       # Arrow, memory-mapped; one row per line
+    split = split_rows(blank_flags(lines), 0.05, seed=42)  # held-out documents, as row numbers
+    tokens = tokenize_rows(lines, tokenizer, "wordpiece")  # datasets.map, num_proc workers, cached
+    train = GroupBlocks(tokens, split.train, max_length=128, cls=..., sep=...)   # a torch Dataset view
+
+Why rows are lines and blocks are a view:
+- A document can be the whole file (a corpus without blank lines is one document), so the unit that goes through
+  `datasets.map` is a line (a paragraph), whose size is bounded. Documents are recovered from blank-line flags
+  with two numpy passes (`split_rows`), never by holding text in Python.
+- Tokenizing is row-wise (a line's tokens do not depend on any other line), so its result is the same for any
+  num_proc and any shard boundaries, and the cache written by one num_proc serves another.
+- Blocks of the concatenated text (`GroupBlocks`), windows of long lines (`LineWindows`) and NSP sentence pairs
+  (`NspPairs`) are read on demand from the memory-mapped token column (zero-copy numpy slices), through small
+  per-row offset arrays: no second copy of the corpus on disk, and exactly the blocks that concatenating all
+  training paragraphs in one process gives (`bertkit.pretraining.group_examples`) — block k is tokens
+  [k*(L-2), (k+1)*(L-2)) of the training paragraphs in file order, whatever num_proc was.
+- Fingerprints are explicit (`Hasher.hash` of the parent fingerprint, the step's settings, a digest of the
+  tokenizer's vocabulary and rules, and CORPUS_VERSION), so a second run with the same corpus and settings finds
+  the cache files whatever process computes them, and any change of tokenizer or settings misses.
+
+Streaming (`stream_examples`): the same blocks and windows built from a `datasets` streaming read, for corpora
+larger than the disk cache; held-out rows are picked by a hash of (seed, row), so no length is needed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import random
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import datasets
+import numpy as np
+import pyarrow.compute as pc
+import torch
+from datasets.fingerprint import Hasher
+from filelock import FileLock
+
+from bertkit.errors import BertkitError
+
+CORPUS_VERSION = "1"
+"""Part of every fingerprint: bump it when a map function changes what it writes, so old caches are not reused."""
+ROW_BATCH = 1000
+"""Rows per `datasets.map` batch (and per Arrow record batch written)."""
+_TABLE_LOADERS = {".jsonl": ("json", {}), ".json": ("json", {}), ".parquet": ("parquet", {}),
+                  ".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"})}
+
+
+def default_num_proc() -> int:
+    """Worker processes for tokenizing: the cores this process may use, at most 8 (past that the Arrow writes and
+    the pickling of results, not the tokenizer, set the pace)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
+
+
+def tokenizer_digest(tokenizer) -> str:
+    """What decides the ids a tokenizer gives: its class, its tokenizer.json without the truncation / padding state
+    that a call may leave behind (which would change a pickle-based hash between two runs)."""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    text = json.dumps([type(tokenizer).__name__, spec], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def step_fingerprint(parent: str, step: str, **settings) -> str:
+    """A deterministic fingerprint of a map step: the same inputs give the same cache file in any process."""
+    return Hasher.hash([parent, step, CORPUS_VERSION, sorted(settings.items())])
+
+
+def _cached(dataset: datasets.Dataset, fingerprint: str) -> bool:
+    """Whether `map(new_fingerprint=fingerprint)` will load from cache (one file, or a complete set of shards)."""
+    if not dataset.cache_files:
+        return False
+    path = Path(dataset._get_cache_file_path(fingerprint))
+    if path.exists():
+        return True
+    shards = list(path.parent.glob(f"{path.stem}_*_of_*{path.suffix}"))
+    counts = {int(p.stem.rsplit("_of_", 1)[1]) for p in shards}
+    return any(sum(p.stem.endswith(f"_of_{n:05d}") for p in shards) == n for n in counts)
+
+
+def cached_map(dataset: datasets.Dataset, function, fingerprint: str, num_proc: int, desc: str,
+               **kwargs) -> tuple[datasets.Dataset, bool]:
+    """`dataset.map(batched=True)` under an explicit fingerprint; also says whether it came from the cache."""
+    workers = None if num_proc <= 1 or len(dataset) < 2 * ROW_BATCH else num_proc
+    # A lock per cache file: under torchrun the first rank computes, the others wait and then load its files.
+    lock = FileLock(dataset._get_cache_file_path(fingerprint) + ".lock") if dataset.cache_files else nullcontext()
+    with lock:
+        hit = _cached(dataset, fingerprint)
+        out = dataset.map(function, batched=True, batch_size=ROW_BATCH, writer_batch_size=ROW_BATCH,
+                          num_proc=workers, new_fingerprint=fingerprint, desc=desc, **kwargs)
+    return out, hit
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+
+
+def read_lines(path: str, text_column: str | None = None, cache_dir: str | None = None,
+               num_proc: int = 1) -> datasets.Dataset:
+    """The corpus as one row per line (`text`), memory-mapped from the datasets cache. A .txt file as it is
+    (blank lines separate documents); a table's text cells become their lines followed by one blank row, so
+    each cell is a document, as `bertkit.pretraining.read_documents` reads it."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".txt":
+        return _load(path, "text", {"sample_by": "line"}, cache_dir)
+    if os.path.isfile(path) and suffix in _TABLE_LOADERS:
+        loader, options = _TABLE_LOADERS[suffix]
+        table = _load(path, loader, options, cache_dir)
+    else:  # a Hub dataset (or a file kind only bertkit's own readers take): read as bertkit.data reads tables
+        from bertkit.data import read_table
+
+        table = read_table(path)
+    from bertkit.data import resolve_columns
+
+    column = resolve_columns(table.features, path, text=text_column, require_label=False).text
+    fingerprint = step_fingerprint(table._fingerprint, "cells-to-lines", column=column)
+    lines, _ = cached_map(table, CellsToLines(column), fingerprint, num_proc, "table cells to lines",
+                          remove_columns=table.column_names)
+    return lines
+
+
+def _load(path: str, loader: str, options: dict, cache_dir: str | None) -> datasets.Dataset:
+    try:
+        return datasets.load_dataset(loader, data_files=str(path), split="train", cache_dir=cache_dir, **options)
+    except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
+        raise BertkitError(f"{path}: could not be read as {loader} ({type(err).__name__}: {str(err)[:120]})") from None
+
+
+@dataclass(frozen=True)
+class CellsToLines:
+    """datasets.map function: each text cell -> its non-empty lines, then a blank row (the end of the document)."""
+    column: str
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        lines = []
+        for value in batch[self.column]:
+            cell = [line.strip() for line in ("" if value is None else str(value)).split("\n")]
+            lines += [line for line in cell if line] + [""]
+        return {"text": lines}
+
+
+def first_texts(lines: datasets.Dataset, rows: np.ndarray, limit: int = 200_000) -> list[str]:
+    """The first lines among `rows` up to `limit` characters (enough to tell a Chinese corpus from another)."""
+    texts, size = [], 0
+    for start in range(0, len(rows), ROW_BATCH):
+        for text in lines[rows[start:start + ROW_BATCH].tolist()]["text"]:
+            texts.append(text.strip())
+            size += len(texts[-1])
+            if size >= limit:
+                return texts
+    return texts
+
+
+def iter_texts(lines: datasets.Dataset, rows: np.ndarray) -> Iterator[str]:
+    """The stripped text of `rows`, read a batch at a time (for vocabulary counts and tokenizer training)."""
+    for start in range(0, len(rows), ROW_BATCH):
+        yield from (text.strip() for text in lines[rows[start:start + ROW_BATCH].tolist()]["text"])
+
+
+# -------------------------------------------------------------------------------------------------- documents
+
+
+@dataclass(frozen=True)
+class BlankFlags:
+    """datasets.map function: whether each line is blank (a document boundary)."""
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        return {"blank": [not (text or "").strip() for text in batch["text"]]}
+
+
+def blank_flags(lines: datasets.Dataset, num_proc: int = 1) -> np.ndarray:
+    """(N,) bool: line i is blank. Computed in workers and cached: the main process never reads the text."""
+    flags, _ = cached_map(lines, BlankFlags(), step_fingerprint(lines._fingerprint, "blank"), num_proc,
+                          "finding documents", remove_columns=lines.column_names)
+    return np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in flags.data.column("blank").chunks]
+                          or [np.zeros(0, bool)])
+
+
+@dataclass
+class RowSplit:
+    train: np.ndarray
+    """(R,) int64: rows (non-blank lines) of the training text, in file order."""
+    held: np.ndarray
+    """(H,) int64: rows of the held-out text, in file order."""
+    document: np.ndarray
+    """(N,) int64: document number of every row (held-out paragraphs of a small corpus get their own)."""
+    documents: int
+    """Documents in the corpus."""
+
+
+def documents_of(blank: np.ndarray) -> tuple[np.ndarray, int]:
+    """(document number per row, document count): a document is a run of non-blank lines."""
+    text = ~blank
+    starts = text & np.concatenate([[True], blank[:-1]])  # a text line after a blank one (or first)
+    return np.cumsum(starts) - 1, int(starts.sum())
+
+
+def split_rows(blank: np.ndarray, fraction: float, seed: int) -> RowSplit:
+    """`bertkit.pretraining.split_documents` on row numbers: the same seeded sample (random.sample picks
+    positions, so sampling range(n) picks what sampling a list of n units does): documents with ten or more,
+    else paragraphs (each held-out paragraph its own document)."""
+    if not 0.0 < fraction < 1.0:
+        raise BertkitError(f"data.eval_fraction must be between 0 and 1, got {fraction} — or give data.eval=<file>")
+    document, count_docs = documents_of(blank)
+    text_rows = np.flatnonzero(~blank)
+    by_document = count_docs >= 10
+    units = count_docs if by_document else len(text_rows)
+    if units < 2:
+        raise BertkitError("the corpus has a single paragraph: nothing to hold out — give data.eval=<file>")
+    count = min(max(1, round(fraction * units)), units - 1)
+    chosen = np.zeros(units, bool)
+    chosen[random.Random(seed).sample(range(units), count)] = True
+    held = chosen[document[text_rows]] if by_document else chosen
+    if not by_document:  # a held-out paragraph is a document of its own, as split_documents makes it
+        document = document.copy()
+        document[text_rows[held]] = count_docs + np.arange(int(held.sum()))
+    return RowSplit(text_rows[~held], text_rows[held], document, count_docs)
+
+
+def all_rows(blank: np.ndarray) -> RowSplit:
+    """Every non-blank row, for a separate held-out file (data.eval)."""
+    document, count = documents_of(blank)
+    return RowSplit(np.flatnonzero(~blank), np.zeros(0, np.int64), document, count)
+
+
+# -------------------------------------------------------------------------------------------------- tokenizing
+
+
+@dataclass
+class EncodeRows:
+    """datasets.map function: the token ids of each line, no special tokens (`input_ids`, int32); with
+    whole_word="chinese" rjieba word ids per token (`word_ids`, -1 for none); with sentences=True each line is
+    cut into sentences first (NSP) and `sentence_lengths` says where each ends. Row-wise: no line's result
+    depends on another's, so any num_proc gives the same table."""
+    tokenizer: Any
+    whole_word: str
+    sentences: bool = False
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        from bertkit.pretraining import split_sentences
+
+        texts = [(text or "").strip() for text in batch["text"]]
+        parts = [split_sentences(t) if self.sentences else ([t] if t else []) for t in texts]
+        flat = [p for row in parts for p in row]
+        ids, words = self._encode(flat)
+        out: dict[str, list] = {"input_ids": [], **({"word_ids": []} if words is not None else {}),
+                                **({"sentence_lengths": []} if self.sentences else {})}
+        cursor = 0
+        for row in parts:
+            pieces = range(cursor, cursor + len(row))
+            cursor += len(row)
+            out["input_ids"].append([i for p in pieces for i in ids[p]])
+            if words is not None:
+                out["word_ids"].append([w for p in pieces for w in words[p]])
+            if self.sentences:
+                out["sentence_lengths"].append([len(ids[p]) for p in pieces])
+        return out
+
+    def _encode(self, texts: list[str]) -> tuple[list[list[int]], list[list[int]] | None]:
+        if not texts:
+            return [], ([] if self.whole_word == "chinese" else None)
+        if self.whole_word != "chinese":
+            return self.tokenizer(texts, add_special_tokens=False)["input_ids"], None
+        from bertkit.masking import add_word_ids
+
+        enc = add_word_ids(texts, self.tokenizer, "chinese", add_special_tokens=False)
+        return enc["input_ids"], [[-1 if w is None else w for w in row] for row in enc["word_ids"]]
+
+
+def token_features(whole_word: str, sentences: bool) -> datasets.Features:
+    ints = datasets.List(datasets.Value("int32"))
+    features = {"input_ids": ints}
+    if whole_word == "chinese":
+        features["word_ids"] = ints
+    if sentences:
+        features["sentence_lengths"] = ints
+    return datasets.Features(features)
+
+
+def tokenize_rows(lines: datasets.Dataset, tokenizer, whole_word: str, sentences: bool = False,
+                  num_proc: int = 1) -> tuple[datasets.Dataset, bool]:
+    """(tokens, cache hit): `EncodeRows` over every line, in `num_proc` workers, cached by fingerprint."""
+    chinese = "chinese" if whole_word == "chinese" else "none"
+    fingerprint = step_fingerprint(lines._fingerprint, "tokenize", tokenizer=tokenizer_digest(tokenizer),
+                                   whole_word=chinese, sentences=sentences)
+    return cached_map(lines, EncodeRows(tokenizer, chinese, sentences), fingerprint, num_proc, "tokenizing",
+                      remove_columns=lines.column_names, features=token_features(chinese, sentences))
+
+
+# ----------------------------------------------------------------------------------------------- example views
+
+
+class ListColumn:
+    """Rows of a list<int32> column of an Arrow-backed dataset as zero-copy numpy slices of the memory-mapped
+    file. Pickles as the dataset (which pickles as its file paths); the slices are rebuilt on first use."""
+
+    def __init__(self, dataset: datasets.Dataset, column: str):
+        self.dataset, self.column = dataset, column
+        self._parts: list | None = None
+
+    def __getstate__(self):
+        return {"dataset": self.dataset, "column": self.column, "_parts": None}
+
+    def _load(self) -> None:
+        chunks = self.dataset.data.column(self.column).chunks
+        self._starts = np.cumsum([0] + [len(chunk) for chunk in chunks])
+        self._parts = [(chunk.offsets.to_numpy(), chunk.values.to_numpy(zero_copy_only=False)) for chunk in chunks]
+
+    def lengths(self) -> np.ndarray:
+        """(N,) int64 list lengths (reads only the offsets)."""
+        chunks = self.dataset.data.column(self.column).chunks
+        return np.concatenate([pc.list_value_length(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                               for c in chunks] or [np.zeros(0, np.int64)])
+
+    def __getitem__(self, row: int) -> np.ndarray:
+        if self._parts is None:
+            self._load()
+        chunk = bisect.bisect_right(self._starts, row) - 1
+        offsets, values = self._parts[chunk]
+        local = row - self._starts[chunk]
+        return values[offsets[local]:offsets[local + 1]]
+
+
+def _cumulative(lengths: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+
+
+class _View(torch.utils.data.Dataset):
+    """Examples made on demand from token rows; `limit` keeps the first ones only (a capped held-out set)."""
+
+    count: int
+    limit: int | None = None
+
+    def __len__(self) -> int:
+        return self.count if self.limit is None else min(self.count, self.limit)
+
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return {**self.example(int(k)), "example_id": int(k)}
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+class GroupBlocks(_View):
+    """The training rows' tokens concatenated in order and cut into `[CLS] max_length-2 tokens [SEP]` blocks (the
+    last may be shorter); chinese word ids ride along, each row's shifted past the previous row's in the block."""
+
+    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, max_length: int, cls: int, sep: int,
+                 limit: int | None = None):
+        self.ids = ListColumn(tokens, "input_ids")
+        self.words = ListColumn(tokens, "word_ids") if "word_ids" in tokens.column_names else None
+        self.rows, self.size, self.cls, self.sep, self.limit = rows, max_length - 2, cls, sep, limit
+        self.starts = _cumulative(self.ids.lengths()[rows])  # (R+1,) token offset of each row in the stream
+        self.count = -(-int(self.starts[-1]) // self.size)
+
+    def example(self, k: int) -> dict[str, Any]:
+        start = k * self.size
+        end = min(start + self.size, int(self.starts[-1]))
+        ids, words, shift = [self.cls], [None], 0
+        i = int(np.searchsorted(self.starts, start, side="right")) - 1
+        while i < len(self.rows) and self.starts[i] < end:
+            lo, hi = max(start - self.starts[i], 0), min(end - self.starts[i], self.starts[i + 1] - self.starts[i])
+            ids += self.ids[int(self.rows[i])][lo:hi].tolist()
+            if self.words is not None:
+                shift = _extend_words(words, self.words[int(self.rows[i])][lo:hi].tolist(), shift)
+            i += 1
+        out = {"input_ids": ids + [self.sep]}
+        if self.words is not None:
+            out["word_ids"] = words + [None]
+        return out
+
+
+def _extend_words(words: list, row: list[int], shift: int) -> int:
+    """Append one row's word ids (-1 = none) shifted by `shift`; the next row's shift (ids stay distinct)."""
+    top = -1
+    for w in row:
+        words.append(None if w < 0 else w + shift)
+        top = max(top, w)
+    return shift + top + 1
+
+
+class LineWindows(_View):
+    """One example per row; a row longer than max_length-2 tokens continues in further windows (as the fast
+    tokenizer's overflowing tokens make them, no stride), so no text is lost."""
+
+    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, max_length: int, cls: int, sep: int,
+                 limit: int | None = None):
+        self.ids = ListColumn(tokens, "input_ids")
+        self.words = ListColumn(tokens, "word_ids") if "word_ids" in tokens.column_names else None
+        self.rows, self.size, self.cls, self.sep, self.limit = rows, max_length - 2, cls, sep, limit
+        windows = np.maximum(1, -(-self.ids.lengths()[rows] // self.size))
+        self.starts = _cumulative(windows)
+        self.count = int(self.starts[-1])
+
+    def example(self, k: int) -> dict[str, Any]:
+        i = int(np.searchsorted(self.starts, k, side="right")) - 1
+        row, lo = int(self.rows[i]), (k - int(self.starts[i])) * self.size
+        out = {"input_ids": [self.cls, *self.ids[row][lo:lo + self.size].tolist(), self.sep]}
+        if self.words is not None:
+            window = [None if w < 0 else w for w in self.words[row][lo:lo + self.size].tolist()]
+            out["word_ids"] = [None, *window, None]
+        return out
+
+
+class NspPairs(_View):
+    """Next-sentence pairs: each pair of consecutive sentences of a document (its rows' sentences in order), label
+    0; with probability 1/2 the second is swapped for a random sentence of another document, label 1. Each pair's
+    draw is its own generator's, seeded from (seed, pair number): the same pairs in any process, read in any order."""
+
+    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, document: np.ndarray, tokenizer, max_length: int,
+                 seed: int, whole_word: str, limit: int | None = None):
+        if max_length < 5:
+            raise BertkitError(f"max_length must be at least 5 for [CLS] A [SEP] B [SEP], got {max_length}")
+        self.ids, self.lengths = ListColumn(tokens, "input_ids"), ListColumn(tokens, "sentence_lengths")
+        self.words = ListColumn(tokens, "word_ids") if whole_word == "chinese" else None
+        self.tokenizer, self.max_length, self.seed, self.limit = tokenizer, max_length, seed, limit
+        counts = self.lengths.lengths()[rows]  # sentences per row
+        keep = counts > 0
+        self.rows, doc = rows[keep], document[rows][keep]
+        self.row_starts = _cumulative(counts[keep])  # (R+1,) first sentence number of each row
+        first_row = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]])) if len(doc) else np.zeros(0, int)
+        self.doc_starts = self.row_starts[np.append(first_row, len(self.rows))]  # (D+1,) first sentence of each doc
+        if len(self.doc_starts) < 3:
+            raise BertkitError("NSP needs at least two non-empty documents to draw NotNext sentences from")
+        self.pair_starts = _cumulative(np.diff(self.doc_starts) - 1)  # (D+1,) pairs before each document
+        self.count = int(self.pair_starts[-1])
+
+    def sentence(self, g: int):
+        from bertkit.masking import _Sentence
+
+        i = int(np.searchsorted(self.row_starts, g, side="right")) - 1
+        row, local = int(self.rows[i]), g - int(self.row_starts[i])
+        lengths = self.lengths[row]
+        lo = int(lengths[:local].sum())
+        hi = lo + int(lengths[local])
+        words = None
+        if self.words is not None:
+            words = [None if w < 0 else w for w in self.words[row][lo:hi].tolist()]
+        return _Sentence(self.ids[row][lo:hi].tolist(), words)
+
+    def example(self, k: int) -> dict[str, Any]:
+        from bertkit.masking import _pair_example
+
+        d = int(np.searchsorted(self.pair_starts, k, side="right")) - 1
+        g = int(self.doc_starts[d]) + k - int(self.pair_starts[d])
+        rng = random.Random(f"nsp/{self.seed}/{k}")
+        documents = len(self.doc_starts) - 1
+        if rng.random() < 0.5:
+            other = rng.randrange(documents - 1)
+            other += other >= d  # uniform over the other documents
+            partner = rng.randrange(int(self.doc_starts[other]), int(self.doc_starts[other + 1]))
+            return _pair_example(self.sentence(g), self.sentence(partner), 1, self.tokenizer, self.max_length)
+        return _pair_example(self.sentence(g), self.sentence(g + 1), 0, self.tokenizer, self.max_length)
+
+
+# ------------------------------------------------------------------------------------------------- the corpus
+
+
+@dataclass
+class Corpus:
+    """Training and held-out text as rows of line tables (the same table when the held-out slice is cut from the
+    corpus), and the tokens once `tokenize` ran."""
+    lines: datasets.Dataset
+    split: RowSplit
+    eval_lines: datasets.Dataset
+    eval_split: RowSplit
+    tokens: datasets.Dataset | None = None
+    eval_tokens: datasets.Dataset | None = None
+
+    @property
+    def eval_rows(self) -> np.ndarray:
+        return self.eval_split.train if self.eval_lines is not self.lines else self.split.held
+
+    def sample_texts(self) -> list[str]:
+        return first_texts(self.lines, self.split.train)
+
+    def texts(self) -> Iterator[str]:
+        return iter_texts(self.lines, self.split.train)
+
+    def tokenize(self, tokenizer, whole_word: str, sentences: bool, num_proc: int) -> bool:
+        """Tokenize both tables (cached); True when every table came from the cache."""
+        self.tokens, hit = tokenize_rows(self.lines, tokenizer, whole_word, sentences, num_proc)
+        self.eval_tokens, eval_hit = self.tokens, hit
+        if self.eval_lines is not self.lines:
+            self.eval_tokens, eval_hit = tokenize_rows(self.eval_lines, tokenizer, whole_word, sentences, num_proc)
+        return hit and eval_hit
+
+
+def open_corpus(train: str, eval_path: str | None, fraction: float, seed: int, text_column: str | None = None,
+                cache_dir: str | None = None, num_proc: int = 1) -> Corpus:
+    """Read the corpus (and data.eval) into the datasets cache and split off the held-out rows."""
+    lines = read_lines(train, text_column, cache_dir, num_proc)
+    blank = _with_text(blank_flags(lines, num_proc), train)
+    if not eval_path:
+        split = split_rows(blank, fraction, seed)
+        return Corpus(lines, split, lines, split)
+    eval_lines = read_lines(eval_path, text_column, cache_dir, num_proc)
+    return Corpus(lines, all_rows(blank), eval_lines, all_rows(_with_text(blank_flags(eval_lines, num_proc),
+                                                                          eval_path)))
+
+
+def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
+    if blank.all():
+        raise BertkitError(f"{path} holds no text — every line (or text cell) is empty")
+    return blank
+
+
+# ---------------------------------------------------------------------------------------------------- streaming
+
+
+def held_by_hash(seed: int, row: int, fraction: float) -> bool:
+    """Whether streamed row `row` is held out: a hash of (seed, row) below `fraction` (no corpus length needed)."""
+    digest = hashlib.blake2b(f"{seed}/{row}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0 ** 64 < fraction
+
+
+def stream_lines(path: str) -> datasets.IterableDataset:
+    if Path(path).suffix.lower() != ".txt":
+        raise BertkitError(f"data.streaming reads .txt corpora (one paragraph per line); {path} is not one")
+    return datasets.load_dataset("text", data_files=str(path), split="train", streaming=True)
+
+
+def stream_examples(path: str, tokenizer, whole_word: str, mode: str, max_length: int, seed: int,
+                    fraction: float, held: bool) -> Iterator[dict[str, Any]]:
+    """Training (held=False) or held-out (held=True) examples of a streamed .txt corpus, in corpus order, each
+    with its number in that order as `example_id`: group blocks of the concatenated text, or line windows. A row
+    is held out when `held_by_hash`; fraction=0 holds out nothing (a separate data.eval)."""
+    encode = EncodeRows(tokenizer, "chinese" if whole_word == "chinese" else "none")
+    make = _stream_blocks if mode == "group" else _stream_windows
+    rows = (text for row, text in enumerate(r["text"] for r in stream_lines(path))
+            if text.strip() and held_by_hash(seed, row, fraction) == held)
+    for k, example in enumerate(make(_encoded_batches(rows, encode), max_length, tokenizer)):
+        yield {**example, "example_id": k}
+
+
+def _encoded_batches(texts: Iterator[str], encode: EncodeRows) -> Iterator[tuple[list, list | None]]:
+    """(ids, word ids or None) per row, tokenized ROW_BATCH rows at a time."""
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == ROW_BATCH:
+            yield from _encode_batch(batch, encode)
+            batch = []
+    if batch:
+        yield from _encode_batch(batch, encode)
+
+
+def _encode_batch(batch: list[str], encode: EncodeRows):
+    out = encode({"text": batch})
+    yield from zip(out["input_ids"], out.get("word_ids", [None] * len(batch)))
+
+
+def _stream_blocks(rows, max_length: int, tokenizer) -> Iterator[dict[str, Any]]:
+    """GroupBlocks over a stream: the same blocks, carrying the unfinished one across rows."""
+    size, cls, sep = max_length - 2, tokenizer.cls_token_id, tokenizer.sep_token_id
+    ids: list[int] = []
+    words: list | None = None
+    shift = 0
+    for row_ids, row_words in rows:
+        if row_words is not None and words is None:
+            words = []
+        ids += row_ids
+        if row_words is not None:
+            shift = _extend_words(words, row_words, shift)
+        while len(ids) >= size:
+            yield _block(ids[:size], None if words is None else words[:size], cls, sep)
+            ids = ids[size:]
+            words = None if words is None else words[size:]
+    if ids:
+        yield _block(ids, words, cls, sep)
+
+
+def _block(ids: list[int], words: list | None, cls: int, sep: int) -> dict[str, Any]:
+    out = {"input_ids": [cls, *ids, sep]}
+    if words is not None:
+        out["word_ids"] = [None, *words, None]
+    return out
+
+
+def _stream_windows(rows, max_length: int, tokenizer) -> Iterator[dict[str, Any]]:
+    size, cls, sep = max_length - 2, tokenizer.cls_token_id, tokenizer.sep_token_id
+    for row_ids, row_words in rows:
+        for lo in range(0, max(len(row_ids), 1), size):
+            words = None if row_words is None else [None if w < 0 else w for w in row_words[lo:lo + size]]
+            yield _block(row_ids[lo:lo + size], words, cls, sep)
+
+
+def streaming_dataset(path: str, tokenizer, whole_word: str, mode: str, max_length: int, seed: int,
+                      fraction: float, shuffle_buffer: int) -> datasets.IterableDataset:
+    """The training examples as a datasets IterableDataset (one shard, so its order is the corpus order; a seeded
+    shuffle buffer, re-seeded per epoch by Trainer's set_epoch). Resuming replays the stream to the same example:
+    Trainer skips the batches already trained on, and the masks are a function of (seed, epoch, example_id)."""
+    kwargs = {"path": str(path), "tokenizer": tokenizer, "whole_word": whole_word, "mode": mode,
+              "max_length": max_length, "seed": seed, "fraction": fraction, "held": False}
+    stream = datasets.IterableDataset.from_generator(stream_examples, gen_kwargs=kwargs)
+    return stream.shuffle(seed=seed, buffer_size=shuffle_buffer) if shuffle_buffer > 1 else stream
+
+
+def take(examples, count: int) -> list[dict[str, Any]]:
+    """The first `count` examples of an iterable (a held-out set from a stream)."""
+    out = []
+    for example in examples:
+        if len(out) >= count:
+            break
+        out.append(example)
+    return out
+
+
+def nonempty(view) -> None:
+    if len(view) == 0:
+        raise BertkitError("the corpus gave no example — every line is empty")
+
+
+__all__ = [
+    "CORPUS_VERSION", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "GroupBlocks", "LineWindows",
+    "ListColumn", "NspPairs", "RowSplit", "all_rows", "blank_flags", "cached_map", "default_num_proc",
+    "documents_of", "first_texts", "held_by_hash", "iter_texts", "nonempty", "open_corpus", "read_lines",
+    "split_rows", "step_fingerprint", "stream_examples", "stream_lines", "streaming_dataset", "take",
+    "token_features", "tokenize_rows", "tokenizer_digest",
+]
