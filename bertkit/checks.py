@@ -27,7 +27,7 @@ SEED_LIMIT = 2**32  # numpy's range, which transformers.set_seed seeds too
 def require(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
     """Unless `ok`: `config key 'K' must be RULE, got VALUE — FIX`."""
     if not ok:
-        raise ConfigValueError(key, f"config key '{key}' must be {rule}, got {_show(value)} — {fix}")
+        raise ConfigValueError(key, f"config key '{key}' must be {rule}, got {_show(_number(value))} — {fix}")
 
 
 @contextmanager
