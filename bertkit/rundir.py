@@ -22,7 +22,6 @@ import atexit
 import contextlib
 import datetime
 import errno
-import fcntl
 import fnmatch
 import hashlib
 import json
@@ -32,6 +31,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import BertkitError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the lock file then only names the pid (no refusal of a second run)
+    fcntl = None
 
 RECORD_FILE = "bertkit_run.json"
 FINGERPRINT_FILE = "bertkit_fingerprint.json"
@@ -203,7 +207,7 @@ def _key(run_dir: Path) -> str:
 def lock_holder(run_dir: str | Path) -> int | None:
     """The pid of another live process that holds the directory's lock, or None."""
     path = Path(run_dir) / LOCK_FILE
-    if not path.exists() or _key(Path(run_dir)) in _RUNS:
+    if fcntl is None or not path.exists() or _key(Path(run_dir)) in _RUNS:
         return None
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -250,7 +254,8 @@ def acquire(run_dir: str | Path) -> None:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             pid = _lock_pid(path)
@@ -274,7 +279,7 @@ def release(run_dir: str | Path) -> None:
     if _same_file(held["fd"], run_dir / LOCK_FILE):
         with contextlib.suppress(OSError):
             (run_dir / LOCK_FILE).unlink()  # before unlocking: a waiting run then locks a fresh file
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):
         fcntl.flock(held["fd"], fcntl.LOCK_UN)
     os.close(held["fd"])
     if not held.get("began"):  # stopped before training: leave no trace
