@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import re
 import struct
+import warnings
 from pathlib import Path
 
 import torch
@@ -169,13 +171,42 @@ def model_task(model_dir: str) -> str | None:
 def load_finetuned(model_class, model_dir: str, recipe: str):
     """The output of a `recipe` run for predict / evaluate, in eval mode, on the GPU when there is one: a full
     checkpoint, or an adapter saved with lora.merge=false (the base model its adapter_config.json names is loaded with
-    the task config saved beside it, the adapter applied and merged). A missing directory or a checkpoint of another
-    task is an error."""
+    the task config saved beside it, the adapter applied and merged), or an ONNX export (`bertkit export`: run by ONNX
+    Runtime). Under `inference_precision("int8")` a PyTorch model is quantized to int8 on CPU, and an export runs its
+    int8 graph. A missing directory or a checkpoint of another task is an error."""
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a {recipe} run")
     require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
+    precision = LOAD_PRECISION.get()
+    from .export import is_onnx_export
+
+    if is_onnx_export(model_dir):  # `bertkit export` output: run by ONNX Runtime
+        from .export import load_onnx_model
+        from .rundir import check_finished
+
+        check_finished(model_dir, f"{recipe} predict/evaluate")
+        return load_onnx_model(model_dir, precision)
     check_model_dir(model_dir, f"{recipe} predict/evaluate")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if precision == "int8":
+        return quantize_int8(_load_finetuned(model_class, model_dir, "cpu"))
+    return _load_finetuned(model_class, model_dir, "cuda" if torch.cuda.is_available() else "cpu")
+
+
+# The precision predict / evaluate run at, set by bertkit.predict.inference_precision: int8 quantizes the model as it
+# is loaded (and picks the int8 graph of an ONNX export).
+LOAD_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("bertkit_load_precision", default="fp32")
+
+
+def quantize_int8(model):
+    """Dynamic int8 quantization of every nn.Linear, on CPU (torch.ao.quantization.quantize_dynamic): int8 weights,
+    activations quantized per call; embeddings, LayerNorm, softmax and attention's matmuls stay fp32. torch marks
+    torch.ao.quantization deprecated (its successor is torchao); it still ships, and its warning is not the user's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model.cpu(), {torch.nn.Linear}, dtype=torch.qint8).eval()
+
+
+def _load_finetuned(model_class, model_dir: str, device: str):
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():
         return _from_pretrained(model_class, model_dir).eval().to(device)
@@ -212,4 +243,4 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
            "model_task", "load_finetuned", "require_task", "check_model_dir", "check_weights", "read_config_json",
-           "safetensors_problem", "TOKENIZER_FILES"]
+           "safetensors_problem", "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]

@@ -2,7 +2,7 @@
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
     bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
-    bertkit ls | cp | validate | predict | evaluate | inspect | push
+    bertkit ls | cp | validate | predict | evaluate | export | inspect | push
 """
 
 from __future__ import annotations
@@ -206,8 +206,9 @@ def task_module(model_dir: str):
                        f"predict/evaluate cannot use — give a model fine-tuned by classify, ner, qa or choice")
 
 
-PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), or auto "
-                  "(the fastest the device runs natively).")
+PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), auto "
+                  "(the fastest the device runs natively), or int8 (dynamic int8 linear layers on CPU; an ONNX "
+                  "export's int8 graph).")
 
 
 @app.command()
@@ -246,6 +247,22 @@ def evaluate(
     summary_table(f"{input_file}", metrics)
     if output:
         typer.echo(f"saved metrics to {output}")
+
+
+@app.command("export")
+@user_errors
+def export_command(
+    run_dir: str = typer.Argument(..., help="A fine-tuned run directory (classify, ner, qa, choice, distill)."),
+    fmt: str = typer.Option("onnx", "--format", help="Export format: onnx."),
+    quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: also write a dynamically quantized graph."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Export folder (default: RUN_DIR-onnx)."),
+):
+    """Export for ONNX Runtime (pip install "bertkit[onnx]"): one folder with the graph, tokenizer and label map that
+    predict / evaluate run; outputs checked against PyTorch; dev metrics of fp32 and int8 printed side by side."""
+    from .export import export_run
+
+    summary = export_run(run_dir, output, fmt, quantize)
+    typer.echo(f"exported to {summary['output']} (max abs difference from PyTorch: {summary['parity_max_abs_diff']})")
 
 
 @app.command("inspect")

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from rich.progress import Progress
 
-from .checkpoints import load_finetuned, load_tokenizer
+from .checkpoints import LOAD_PRECISION, load_finetuned, load_tokenizer
 from .classification import describe_prediction, probabilities, score
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
@@ -66,12 +66,21 @@ def run_batch(model, batch):
 @contextlib.contextmanager
 def inference_precision(precision: str):
     """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
-    the device runs it natively, else fp32) - what `precision` means for training too."""
-    flags, _ = resolve_precision(precision)
-    dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
-        yield
+    the device runs it natively, else fp32) - what `precision` means for training too. int8: models loaded inside
+    are quantized (dynamic int8 linear layers, on CPU; see checkpoints.quantize_int8), ONNX exports run their int8
+    graph."""
+    token = LOAD_PRECISION.set(precision)
+    try:
+        if precision == "int8":
+            yield
+            return
+        flags, _ = resolve_precision(precision)
+        dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+            yield
+    finally:
+        LOAD_PRECISION.reset(token)
 
 
 def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:

@@ -1,0 +1,329 @@
+"""`bertkit export RUN_DIR --format onnx [--quantize int8]`: a fine-tuned run as an ONNX model for ONNX Runtime.
+
+    export_run("runs/classify", "runs/classify-onnx", quantize="int8")
+
+The export folder holds `model.onnx` (fp32; and `model_int8.onnx`, ONNX Runtime's dynamic int8 quantization of
+it), the run's config.json (label map, task settings), tokenizer files and bertkit_config.yaml (max_length, columns,
+long_doc), `onnx_export.json` (what was exported, the parity with PyTorch, dev metrics) and a completion record, so
+`bertkit predict EXPORT_DIR file.csv` and `bertkit evaluate` run it through ONNX Runtime (`--precision int8` picks
+the int8 file). Every fine-tuned head exports (sequence classification of every label kind, token classification,
+QA, multiple choice) with dynamic batch and sequence axes (and choices); inputs are input_ids, attention_mask and
+token_type_ids, int64.
+
+The model is exported with eager attention (transformers' sdpa mask traces wrong, NOTES.md) on the padded path:
+bertkit's model never unpads while being traced (`is_tracing`), and `check_parity` compares ONNX Runtime with the
+PyTorch model on padded batches of several shapes before anything is written. onnxruntime, onnx and onnxscript are
+the optional extra `bertkit[onnx]`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from torch import nn
+
+from .checkpoints import TOKENIZER_FILES, load_finetuned, model_task
+from .errors import BertkitError
+from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
+                            BertkitForTokenClassification)
+from .rundir import RUN_CONFIG_FILE, remove_record, write_json_atomic, write_record
+from .training import read_run_config, say, summary_table
+
+ONNX_FILE = "model.onnx"
+INT8_FILE = "model_int8.onnx"
+EXPORT_FILE = "onnx_export.json"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
+INSTALL_HINT = 'pip install "bertkit[onnx]"'
+COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
+                "added_tokens.json", *TOKENIZER_FILES)
+
+
+@dataclass(frozen=True)
+class Head:
+    """A fine-tuned head: its class, the recipe that trains it, its output tensors, and whether inputs are
+    (B, N choices, T) instead of (B, T)."""
+
+    model_class: type
+    recipe: str
+    module: str  # where its predict_file / evaluate_file live
+    outputs: tuple[str, ...]
+    choices: bool = False
+
+
+HEADS = {
+    "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", "bertkit.predict", ("logits",)),
+    "ForTokenClassification": Head(BertkitForTokenClassification, "ner", "bertkit.ner", ("logits",)),
+    "ForQuestionAnswering": Head(BertkitForQuestionAnswering, "qa", "bertkit.qa", ("start_logits", "end_logits")),
+    "ForMultipleChoice": Head(BertkitForMultipleChoice, "choice", "bertkit.choice", ("logits",), choices=True),
+}
+
+
+def require_onnx() -> None:
+    """ONNX Runtime, onnx and onnxscript importable, or one line saying how to install them."""
+    for name in ("onnxruntime", "onnx", "onnxscript"):
+        try:
+            __import__(name)
+        except ImportError:
+            raise BertkitError(f"ONNX export and ONNX Runtime inference need the optional packages onnxruntime, "
+                               f"onnx and onnxscript ({name} is not installed) — {INSTALL_HINT}") from None
+
+
+def head_of(model_dir: str | Path) -> Head:
+    architecture = model_task(str(model_dir)) or ""
+    for suffix, head in HEADS.items():
+        if architecture.endswith(suffix):
+            return head
+    raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint — export "
+                       "needs a model fine-tuned by classify, ner, qa, choice or distill")
+
+
+def is_onnx_export(model_dir: str | Path) -> bool:
+    return (Path(model_dir) / EXPORT_FILE).is_file()
+
+
+# ------------------------------------------------------------------------------------------------ exporting
+
+
+class OnnxOutputs(nn.Module):
+    """The head as a graph: three int64 inputs in, its output tensors (a tuple, in `head.outputs` order) out."""
+
+    def __init__(self, model: nn.Module, head: Head):
+        super().__init__()
+        self.model, self.names = model, head.outputs
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        output = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                            return_dict=True)
+        return tuple(getattr(output, name) for name in self.names)
+
+
+def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
+    """The run's model in fp32 on CPU, with eager attention (what exports exactly)."""
+    if is_onnx_export(run_dir):
+        raise BertkitError(f"{run_dir} is an ONNX export already — export the run directory it came from")
+    head = head_of(run_dir)
+    model = load_finetuned(head.model_class, run_dir, head.recipe).float().cpu().eval()
+    model.set_attn_implementation("eager")
+    return model, head
+
+
+def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, choices: int = 3) -> dict:
+    """Random int64 inputs whose rows have different real lengths (the first row full): (B, T) or (B, N, T)."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (batch, choices, seq_len) if head.choices else (batch, seq_len)
+    lengths = torch.randint(1, seq_len + 1, shape[:-1], generator=generator)
+    lengths.view(-1)[0] = seq_len
+    mask = (torch.arange(seq_len) < lengths.unsqueeze(-1)).long()  # (..., T)
+    ids = torch.randint(1, config.vocab_size, shape, generator=generator) * mask
+    segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(shape) * mask
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments.contiguous()}
+
+
+def dynamic_shapes(head: Head, max_length: int) -> dict:
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", max=max_length)
+    axes = {0: batch, 1: torch.export.Dim("choices"), 2: seq} if head.choices else {0: batch, 1: seq}
+    return {name: axes for name in INPUT_NAMES}
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporter's warnings and log lines (torchvision missing, deprecations, axis renames) are not the user's."""
+    loggers = [logging.getLogger(name) for name in ("", "torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+    levels = [log.level for log in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for log in loggers:
+            log.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for log, level in zip(loggers, levels):
+                log.setLevel(level)
+
+
+def export_onnx(model: nn.Module, head: Head, path: Path) -> Path:
+    """torch.onnx.export (dynamo) with dynamic batch / sequence (/ choices) axes; one self-contained file."""
+    example = padded_inputs(model.config, head, batch=2, seq_len=16)
+    with _quiet(), torch.no_grad():
+        program = torch.onnx.export(OnnxOutputs(model, head), (), kwargs=example, dynamo=True,
+                                    dynamic_shapes=dynamic_shapes(head, model.config.max_position_embeddings),
+                                    input_names=list(INPUT_NAMES), output_names=list(head.outputs), verbose=False)
+        program.save(str(path))
+    return path
+
+
+def session(path: str | Path, threads: int | None = None):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def check_parity(model: nn.Module, head: Head, path: Path, shapes=((1, 5), (3, 17), (8, 64))) -> float:
+    """Max abs difference between ONNX Runtime and PyTorch (its padded path, which the graph is: per-token outputs
+    then agree at padding positions too) on padded batches of several shapes (batch, seq); a BertkitError above
+    PARITY_TOLERANCE."""
+    runner, worst = session(path), 0.0
+    for number, (batch, seq_len) in enumerate(shapes):
+        seq_len = min(seq_len, model.config.max_position_embeddings)
+        inputs = padded_inputs(model.config, head, batch, seq_len, seed=number + 1)
+        with torch.no_grad():  # the padded path, as traced: equal at padding positions too
+            expected = model(**inputs, return_dict=True, unpad=False)
+        got = runner.run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})
+        for name, array in zip(head.outputs, got):
+            worst = max(worst, float((torch.from_numpy(array) - getattr(expected, name)).abs().max()))
+    if worst > PARITY_TOLERANCE:
+        raise BertkitError(f"the ONNX export differs from the PyTorch model by {worst:.2e} (more than "
+                           f"{PARITY_TOLERANCE:g}) — please report it with the model's config.json")
+    return worst
+
+
+def quantize_int8(source: Path, target: Path) -> Path:
+    """ONNX Runtime's dynamic quantization: int8 weights of every MatMul, activations quantized per call."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet():
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    return target
+
+
+def copy_model_files(run_dir: Path, out: Path) -> list[str]:
+    """config.json (label map, task settings), the tokenizer and the run's config, copied beside the graph."""
+    copied = []
+    for name in COPIED_FILES:
+        if (run_dir / name).is_file() and name not in copied:
+            shutil.copy2(run_dir / name, out / name)
+            copied.append(name)
+    return copied
+
+
+def default_output(run_dir: str) -> str:
+    return str(Path(run_dir).resolve().with_name(Path(run_dir).resolve().name + "-onnx"))
+
+
+def prepare_output(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BertkitError(f"{out} already exists and is not empty — choose another -o/--output, or remove it")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quantize: str | None = None,
+               evaluate: bool = True) -> dict:
+    """Export a run directory; returns (and writes to onnx_export.json) what was exported and how it measured."""
+    if fmt != "onnx":
+        raise BertkitError(f"--format {fmt}: the only export format is onnx")
+    if quantize not in (None, "int8"):
+        raise BertkitError(f"--quantize {quantize}: the only quantization is int8")
+    require_onnx()
+    model, head = load_for_export(run_dir)
+    out = Path(output or default_output(run_dir))
+    prepare_output(out)
+    say(f"exporting {run_dir} ({type(model).__name__}) to {out / ONNX_FILE}")
+    export_onnx(model, head, out / ONNX_FILE)
+    files = {"fp32": ONNX_FILE}
+    summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": head.recipe,
+               "inputs": list(INPUT_NAMES), "outputs": list(head.outputs), "files": files,
+               "parity_max_abs_diff": {"fp32": check_parity(model, head, out / ONNX_FILE)}}
+    if quantize == "int8":
+        quantize_int8(out / ONNX_FILE, out / INT8_FILE)
+        files["int8"] = INT8_FILE
+        summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, out / INT8_FILE)
+    copy_model_files(Path(run_dir), out)
+    finish_export(out, summary)  # from here the folder loads as a finished export (the dev metrics read it so)
+    if evaluate:
+        summary["dev"] = dev_metrics(str(out), list(files))
+        finish_export(out, summary)
+    return {**summary, "output": str(out)}
+
+
+def finish_export(out: Path, summary: dict) -> None:
+    """onnx_export.json, then the completion record over every file (predict checks the files against it)."""
+    remove_record(out)
+    write_json_atomic(out / EXPORT_FILE, summary)
+    write_record(out, "export")
+
+
+def int8_difference(model: nn.Module, head: Head, path: Path) -> float:
+    """Max abs output difference of the int8 graph from PyTorch fp32 on one padded batch (informative only)."""
+    inputs = padded_inputs(model.config, head, 4, min(32, model.config.max_position_embeddings), seed=7)
+    with torch.no_grad():
+        expected = model(**inputs, return_dict=True, unpad=False)
+    got = session(path).run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})
+    return max(float(np.abs(array - getattr(expected, name).numpy()).max()) for name, array in zip(head.outputs, got))
+
+
+def dev_metrics(export_dir: str, precisions: list[str]) -> dict:
+    """The export's metrics on the run's dev split (data.eval of bertkit_config.yaml), per precision, printed side
+    by side; {} (with a line saying why) when the run had no dev file or it is not there any more."""
+    import importlib
+
+    from .predict import inference_precision
+
+    dev = read_run_config(export_dir).get("data", {}).get("eval")
+    if not dev or not Path(dev).exists():
+        say(f"no dev metrics: the run's data.eval ({dev or 'not set'}) is not a file here")
+        return {}
+    module = importlib.import_module(head_of(export_dir).module)
+    results = {}
+    for precision in precisions:
+        with inference_precision(precision):
+            results[precision] = module.evaluate_file(export_dir, dev)
+    rows = {key: " / ".join(f"{results[p][key]:.4f}" for p in precisions) for key in results[precisions[0]]
+            if all(isinstance(results[p].get(key), float) for p in precisions)}
+    summary_table(f"ONNX Runtime on {dev}: {' / '.join(precisions)}", rows)
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+class OnnxModel:
+    """An exported model behind the interface predict / evaluate use of a PyTorch one: `.config`, `.device`, and a
+    call on a batch of tensors that returns an object with the head's output tensors (logits, or start_logits and
+    end_logits). Missing token_type_ids are zeros, as in the PyTorch model."""
+
+    def __init__(self, path: Path, config, head: Head):
+        self.session, self.config, self.head = session(path), config, head
+        self.device = torch.device("cpu")
+        self.input_names = [node.name for node in self.session.get_inputs()]
+
+    def __call__(self, **batch):
+        if "token_type_ids" not in batch:
+            batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+        feed = {name: np.ascontiguousarray(batch[name].cpu().numpy(), dtype=np.int64) for name in self.input_names}
+        outputs = self.session.run(list(self.head.outputs), feed)
+        return SimpleNamespace(**{name: torch.from_numpy(array) for name, array in zip(self.head.outputs, outputs)})
+
+    def eval(self):
+        return self
+
+
+def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
+    """The exported graph for `precision` (fp32, or int8 when exported with --quantize int8)."""
+    import json
+
+    require_onnx()
+    head, precision = head_of(export_dir), {"auto": "fp32"}.get(precision, precision)
+    files = json.loads((Path(export_dir) / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
+    if precision not in files:
+        hint = "export again with --quantize int8" if precision == "int8" else "use --precision fp32 or int8"
+        raise BertkitError(f"{export_dir} is an ONNX export with {' and '.join(files) or 'no'} graphs, not "
+                           f"{precision} — {hint}")
+    config = head.model_class.config_class.from_pretrained(export_dir)
+    return OnnxModel(Path(export_dir) / files[precision], config, head)
+
+
+__all__ = ["export_run", "export_onnx", "check_parity", "quantize_int8", "load_onnx_model", "OnnxModel",
+           "is_onnx_export", "require_onnx", "head_of", "HEADS", "padded_inputs", "session", "ONNX_FILE",
+           "INT8_FILE", "EXPORT_FILE", "INSTALL_HINT"]
