@@ -23,6 +23,7 @@ from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
 from .modeling_bert import BertkitForSequenceClassification
 from .training import RUN_CONFIG_FILE, read_run_config, resolve_precision, write_json
 
+INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 CHUNK_ROWS = 2048  # rows tokenized and sorted together; bounds memory on large files
 LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (every strategy but head)
 
@@ -69,6 +70,8 @@ def inference_precision(precision: str):
     the device runs it natively, else fp32) - what `precision` means for training too. int8: models loaded inside
     are quantized (dynamic int8 linear layers, on CPU; see checkpoints.quantize_int8), ONNX exports run their int8
     graph."""
+    if precision not in INFERENCE_PRECISIONS:
+        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
     token = LOAD_PRECISION.set(precision)
     try:
         if precision == "int8":
