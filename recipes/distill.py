@@ -1,0 +1,215 @@
+"""Distill a fine-tuned classifier into a smaller, faster student (soft targets + hard labels, optional hidden states).
+
+    bertkit run classify -c classify/en_sentiment && bertkit run distill -c distill/en_sst2_style
+    bertkit run distill teacher=runs/en_sentiment data.train=train.csv data.eval=dev.csv student.num_layers=3
+    bertkit run distill teacher=runs/sst2 student.layers=[0,2,4] hidden_weight=1.0 data.unlabelled=more_text.txt
+
+The teacher is a bertkit classify (or distill) run directory, or any stock BERT sequence classifier directory
+(single-label). The student is, by default, the teacher with half its layers, evenly spaced (student.num_layers=k,
+or student.layers=[...] by number); or another checkpoint that reads the teacher's token ids (student.model=...).
+Loss (bertkit/distill.py): alpha * T^2 * KL(teacher/T || student/T) + (1 - alpha) * CE(labels), plus hidden_weight *
+MSE between mapped hidden states (TinyBERT). data.unlabelled adds transfer text that only the soft targets see. The
+student is a normal classify-style run directory: predict, evaluate, export and push work on it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+import numpy as np
+import transformers
+
+from bertkit import BertkitConfig, BertkitForSequenceClassification
+from bertkit.checkpoints import load_finetuned, load_tokenizer, resolve_model
+from bertkit.checks import check_data_file, check_max_length, check_recipe, require
+from bertkit.classification import SELECTION_METRIC, compute_metrics_fn, encode_split, probabilities, score
+from bertkit.data import LabelSpace, load_split
+from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
+                             student_from_teacher)
+from bertkit.errors import BertkitError
+from bertkit.hub import push_finished_run
+from bertkit.training import (finish_run, optimizer_with_llrd, run_trainer, say, selection_metric, start_run,
+                              summary_table, training_arguments)
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Labelled training file (csv, tsv, json, jsonl, parquet, txt), labels spelled as the teacher's label map."""
+    eval: str | None = None
+    """Dev file: evaluated each epoch, picks the best checkpoint; the teacher is scored on it too."""
+    unlabelled: str | None = None
+    """Extra transfer text without labels (a .txt file, one text per line, or a table with a text column)."""
+    text_column: str | None = None
+    """Column holding the text (auto-detected)."""
+    text_pair_column: str | None = None
+    """Column holding the second segment of a sentence pair (auto-detected)."""
+    label_column: str | None = None
+    """Column holding the label (auto-detected)."""
+    max_length: int = 128
+    """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
+
+
+@dataclass
+class StudentConfig:
+    num_layers: int | None = None
+    """Keep this many of the teacher's layers, evenly spaced (default: half of them)."""
+    layers: list[int] | None = None
+    """Keep exactly these teacher layers (0-based), e.g. [0, 2, 4]."""
+    model: str | None = None
+    """Or start from another checkpoint (same vocabulary as the teacher) instead of the teacher's layers."""
+
+
+@dataclass
+class Config:
+    teacher: str | None = None
+    """The fine-tuned classifier to learn from: a run directory or a stock BERT classifier directory."""
+    output_dir: str = "runs/distill"
+    """Where the student's checkpoints, final model and metrics go."""
+    data: DataConfig = field(default_factory=DataConfig)
+    student: StudentConfig = field(default_factory=StudentConfig)
+    temperature: float = 2.0
+    """Softmax temperature of both models' logits in the soft-target term."""
+    alpha: float = 0.5
+    """Weight of the soft-target term (1 - alpha: the hard labels)."""
+    hidden_weight: float = 0.0
+    """Weight of the hidden-state MSE between mapped layers (TinyBERT style; 0 = off)."""
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor for the student (1.0 = off)."""
+    head_lr: float | None = None
+    """Learning rate of the student's classifier head (default: train.learning_rate)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs data.eval)."""
+    resume: bool | str = False
+    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout."""
+    push: str | None = None
+    """Hub repo id to push the student to."""
+    train: dict = field(default_factory=lambda: {
+        "learning_rate": 1e-4, "num_train_epochs": 3, "per_device_train_batch_size": 32,
+        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
+    })
+    """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # the teacher's path is checked when the run starts: it may be a run still to come
+        check_max_length(self.data.max_length)
+        check_recipe(self, has_eval=self.data.eval is not None, model=False)
+        check_data_file(self.data.unlabelled, "data.unlabelled")
+        require(bool(self.teacher), "teacher", self.teacher, "a fine-tuned classifier directory",
+                "set teacher=<a classify run's output_dir>")
+        require(self.temperature > 0, "temperature", self.temperature, "above 0", "use e.g. temperature=2.0")
+        require(0 <= self.alpha <= 1, "alpha", self.alpha, "between 0 and 1", "use e.g. alpha=0.5")
+        require(self.hidden_weight >= 0, "hidden_weight", self.hidden_weight, "0 or more", "use 0 (off) or e.g. 1.0")
+
+
+def load_data(cfg: Config, tokenizer, labels: LabelSpace):
+    """Training rows (labelled, then unlabelled transfer text with labels -100) and dev rows, encoded with the
+    teacher's label map."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (labels spelled as the teacher's label map)")
+    overrides = {"text_column": cfg.data.text_column, "text_pair_column": cfg.data.text_pair_column,
+                 "label_column": cfg.data.label_column}
+    train, columns, _ = load_split(cfg.data.train, overrides, labels, require_label=True)
+    dev = load_split(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    encoded = [encode_split(tokenizer, split, columns, cfg.data.max_length, name=name).remove_columns("doc_id")
+               if split is not None else None for name, split in (("train", train), ("dev", dev))]
+    unlabelled = 0
+    if cfg.data.unlabelled:
+        extra, extra_columns, _ = load_split(cfg.data.unlabelled, {**overrides, "label_column": None}, labels,
+                                             require_label=False)
+        rows = encode_split(tokenizer, extra, extra_columns, cfg.data.max_length, name="unlabelled")
+        rows = rows.remove_columns("doc_id").add_column("labels", [-100] * len(rows)).cast(encoded[0].features)
+        encoded[0], unlabelled = datasets.concatenate_datasets([encoded[0], rows]), len(rows)
+    say(f"{len(train)} labelled + {unlabelled} unlabelled train / {len(dev) if dev else 0} dev examples; "
+        f"labels: {', '.join(labels.names)}")
+    return encoded[0], encoded[1]
+
+
+def load_teacher(cfg: Config):
+    path = resolve_model(cfg.teacher)
+    teacher = load_finetuned(BertkitForSequenceClassification, path, "distill teacher")
+    if not isinstance(teacher, BertkitForSequenceClassification):  # an ONNX export has no layers to take
+        raise BertkitError(f"teacher {cfg.teacher} is an ONNX export — give the run directory it was exported from")
+    labels = LabelSpace.from_model_config(teacher.config)
+    if labels.kind != "single":
+        raise BertkitError(f"teacher {cfg.teacher} is a {labels.kind} classifier — distill handles single-label "
+                           "classification only")
+    return path, teacher, labels
+
+
+def build_student(cfg: Config, teacher, labels: LabelSpace):
+    """The student and the teacher layers it was taken from (None for another checkpoint)."""
+    if cfg.student.model:
+        path = resolve_model(cfg.student.model)
+        config = BertkitConfig.from_pretrained(path, classifier_pooling=teacher.config.classifier_pooling,
+                                               **labels.config_kwargs())
+        student, picked = BertkitForSequenceClassification.from_pretrained(path, config=config,
+                                                                           ignore_mismatched_sizes=True), None
+    else:
+        count = teacher.config.num_hidden_layers
+        picked = pick_layers(count, cfg.student.num_layers or max(1, count // 2), cfg.student.layers)
+        student = student_from_teacher(teacher, picked)
+    check_student(student, teacher, cfg.hidden_weight)
+    student.config.distilled_from, student.config.distilled_layers = str(cfg.teacher), picked
+    return student, picked
+
+
+def dev_scores(trainer, model, dev, labels: LabelSpace) -> dict:
+    """Dev metrics of `model` (the student, or the teacher) with the trainer's settings."""
+    output = transformers.Trainer(model=model, args=trainer.args, eval_dataset=dev,
+                                  data_collator=trainer.data_collator).predict(dev)
+    return score(probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
+
+
+def main(cfg: Config) -> dict:
+    started = time.perf_counter()
+    transformers.set_seed(cfg.seed)
+    start_run(cfg, "distill")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    teacher_path, teacher, labels = load_teacher(cfg)
+    tokenizer = load_tokenizer(teacher_path)
+    train, dev = load_data(cfg, tokenizer, labels)
+    student, picked = build_student(cfg, teacher, labels)
+    say(f"student: {student.config.num_hidden_layers} of the teacher's {teacher.config.num_hidden_layers} layers"
+        f"{f' {picked}' if picked is not None else f' ({cfg.student.model})'}; T={cfg.temperature}, "
+        f"alpha={cfg.alpha}, hidden_weight={cfg.hidden_weight}")
+    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None,
+                              SELECTION_METRIC["single"])
+    selection = selection_metric(args, SELECTION_METRIC["single"])
+    callbacks = []
+    if cfg.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = DistillationTrainer(
+        model=student, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
+        data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(labels),
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(student, args, cfg.llrd, cfg.head_lr), None),
+        teacher=teacher, options=DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
+        layer_pairs=layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
+    train_result = run_trainer(trainer, cfg)
+
+    metrics = dev_scores(trainer, trainer.model, dev, labels) if dev is not None else {}
+    teacher_metrics = dev_scores(trainer, teacher, dev, labels) if dev is not None else {}
+    sizes = {name: sum(p.numel() for p in model.parameters()) for name, model in (("student", trainer.model),
+                                                                                  ("teacher", teacher))}
+    results = {"eval": metrics, "teacher_eval": teacher_metrics, "train": {"loss": train_result.training_loss,
+                                                                           **train_result.metrics},
+               "selection_metric": selection, "teacher": str(cfg.teacher), "student_layers": picked,
+               "parameters": sizes, "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0},
+               "wall_time_s": round(time.perf_counter() - started, 1)}
+    output_dir = finish_run(trainer, cfg, "distill", results, selection)
+    summary_table("distill: dev metrics, student / teacher", {
+        **{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
+           if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
+        "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
+        "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}",
+        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+    if cfg.push:
+        push_finished_run(output_dir, cfg.push)
+    return results
