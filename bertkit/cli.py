@@ -104,13 +104,24 @@ def run(
     recipe: str = typer.Argument(..., help="Recipe: classify, ner, qa, choice, mlm (see bertkit ls), or a .py copy."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.learning_rate=3.0e-5"),
     config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show Trainer's and transformers' raw output too."),
+    quiet: bool = typer.Option(False, "--quiet", help="Show only the final summary (and warnings)."),
 ):
-    """Run a recipe: its defaults, then the YAML config, then key=value overrides."""
+    """Run a recipe: its defaults, then the YAML config, then key=value overrides. The full log goes to
+    OUTPUT_DIR/train.log."""
+    from .console import console_session, log_failure
     from .training import keep_freed_memory
 
+    if verbose and quiet:
+        raise BertkitError("--verbose and --quiet contradict each other — give one of them")
     module, cfg = load_recipe_config(recipe, config, overrides)
     keep_freed_memory()  # this process is ours: reuse freed memory instead of page-faulting it back every step
-    module.main(cfg)
+    with console_session("verbose" if verbose else "quiet" if quiet else "normal"):
+        try:
+            module.main(cfg)
+        except BaseException as error:
+            log_failure(error)
+            raise
 
 
 @app.command("ls")

@@ -41,10 +41,13 @@ RECORD_FILE = "bertkit_run.json"
 FINGERPRINT_FILE = "bertkit_fingerprint.json"
 LOCK_FILE = ".bertkit.lock"
 RUN_CONFIG_FILE = "bertkit_config.yaml"
+LOG_FILE = "train.log"  # bertkit/console.py
 RECORD_FORMAT = 1
 
 EDITABLE = {"README.md"}  # recorded, but a user may improve the model card before pushing
-NOT_RECORDED = {RECORD_FILE, LOCK_FILE}
+# The log is not part of what the run made: lines go on after the record (the summary, a push), and resume=true
+# appends to it. It never changes how the directory loads, so leaving it out checks nothing less.
+NOT_RECORDED = {RECORD_FILE, LOCK_FILE, LOG_FILE}
 # Files that change what a directory loads as: one of these that the record does not list makes the directory mixed.
 LOADING_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "config.json", "tokenizer.json",
                     "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "special_tokens_map.json",
@@ -58,7 +61,7 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
                "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
                "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", "*.png", "README.md",
                RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
-               "trainer_state.json", FINGERPRINT_FILE, RECORD_FILE, "*.tmp")
+               "trainer_state.json", FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
 
 
 # ----------------------------------------------------------------------------------------------------- hashing

@@ -7,8 +7,6 @@ import copy
 import ctypes
 import json
 import logging
-import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,30 +14,19 @@ from pathlib import Path
 import torch
 import transformers
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from . import rundir
 from .config import config_to_dict, save_config
+from .console import console, is_main_process, mode, next_steps, run_log, say, show, summary, use_display
 from .errors import BertkitError
 from .optim import ADAMW_OPTIMS, build_optimizer, lr_table, optim_name
 from .rundir import RUN_CONFIG_FILE
 
 logger = logging.getLogger("bertkit")
-console = Console(stderr=True)
 
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
-
-
-def is_main_process() -> bool:
-    """True in a single-process run and in rank 0 of a torchrun / accelerate launch: the one that writes and prints."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def say(message: str) -> None:
-    if is_main_process():
-        console.print(f"[bold]bertkit[/]: {message}")
 
 
 # ------------------------------------------------------------------------------------------------------ precision
@@ -160,6 +147,7 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     flags, message = resolve_precision(precision)
     say(message)
     args = {**trainer_kwargs(train, output_dir, seed, has_eval, metric_for_best, greater_is_better), **flags}
+    args.setdefault("disable_tqdm", mode() != "verbose")  # bertkit's display instead (console.use_display)
     if has_eval and args.get("dataloader_drop_last"):
         say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
             "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
@@ -199,23 +187,54 @@ def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: floa
         say(f"optimizer: {optim_name(args)} (built by Trainer; no layer-wise learning rates)")
         return None
     optimizer = build_optimizer(model, args, decay, head_lr)
-    table = Table(title="learning rates (layer-wise decay {:g})".format(decay), title_justify="left")
-    for column in ("group", "params", "lr", "weight decay"):
-        table.add_column(column, justify="left" if column == "group" else "right")
-    for name, count, lr, weight_decay in lr_table(optimizer.param_groups):
-        table.add_row(name, f"{count:,}", f"{lr:.3g}", f"{weight_decay:g}")
-    if is_main_process():
-        console.print(table)
+    show_learning_rates(lr_rows(lr_table(optimizer.param_groups)), decay, args.weight_decay)
     return optimizer
+
+
+def lr_rows(groups: list[tuple[str, int, float, float]]) -> dict[str, tuple[int, float]]:
+    """Layer -> (parameters, learning rate): a group and its no-decay twin (biases, LayerNorm) are one layer."""
+    rows: dict[str, tuple[int, float]] = {}
+    for name, count, lr, _ in groups:
+        layer = name.removesuffix(" (no decay)")
+        rows[layer] = (rows.get(layer, (0, lr))[0] + count, lr)
+    return rows
+
+
+_shown_lr_tables: set[str] = set()  # a recipe that builds the optimizer twice (head warm-up) shows it once
+
+
+def show_learning_rates(rows: dict[str, tuple[int, float]], decay: float, weight_decay: float) -> None:
+    """One line when every layer has the same rate, else one table row per layer; train.log has it either way."""
+    total = sum(count for count, _ in rows.values())
+    rates = {lr for _, lr in rows.values()}
+    decay_text = f"weight decay {weight_decay:g}, none on biases and LayerNorm"
+    key = repr((sorted(rows.items()), decay, weight_decay))
+    if key in _shown_lr_tables:
+        return
+    _shown_lr_tables.add(key)
+    if len(rates) == 1:
+        say(f"AdamW: learning rate {rates.pop():.3g} for all {total:,} parameters ({decay_text})")
+        return
+    say(f"AdamW, layer-wise learning-rate decay {decay:g} ({decay_text}):")
+    run_log.write("\n".join(f"  {name:<12} {count:>12,} {lr:.3g}" for name, (count, lr) in rows.items()))
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 2), header_style="dim")
+    for column in ("layer", "parameters", "learning rate"):
+        table.add_column(column, justify="left" if column == "layer" else "right")
+    for name, (count, lr) in rows.items():
+        table.add_row(name, f"{count:,}", f"{lr:.3g}")
+    show(table)
 
 
 def start_run(cfg, recipe: str) -> None:
     """First thing a recipe's main does, before loading anything (bertkit/rundir.py): hold output_dir for this run,
     refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
     `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
+    config = config_to_dict(cfg)
+    run_log.start(f"bertkit run {recipe}, output_dir {cfg.output_dir}")  # written to train.log once training starts
+    run_log.write("resolved config:\n" + yaml.safe_dump(config, sort_keys=False, allow_unicode=True).rstrip())
     if not is_main_process():
         return
-    rundir.start(cfg.output_dir, recipe, config_to_dict(cfg), overwrite=getattr(cfg, "overwrite", False),
+    rundir.start(cfg.output_dir, recipe, config, overwrite=getattr(cfg, "overwrite", False),
                  resume=cfg.resume, say=say)
 
 
@@ -253,6 +272,8 @@ def run_trainer(trainer: transformers.Trainer, cfg):
         say(f"resuming from {checkpoint}")
     if is_main_process():
         rundir.begin(cfg.output_dir, say)  # the old run overwrite=true replaces goes now, not before a typo is found
+        run_log.open(cfg.output_dir)  # the lines held since start_run, then everything as it comes
+    use_display(trainer)
     with rundir.disk_full_guard(cfg.output_dir, "a checkpoint"):
         return trainer.train(resume_from_checkpoint=checkpoint)
 
@@ -318,15 +339,15 @@ def plot_training_curve(log_history: list[dict], path: Path, metric: str | None)
 
 
 def summary_table(title: str, rows: dict) -> None:
-    if not is_main_process():
-        return
-    table = Table(title=title, title_justify="left")
-    table.add_column("")
-    table.add_column("value", justify="right")
-    for name, value in rows.items():
-        shown = f"{value:.4f}" if isinstance(value, float) and not math.isnan(value) else str(value)
-        table.add_row(name, shown)
-    console.print(table)
+    """A titled name / value table (console.summary: fits any terminal width), shown in every mode."""
+    summary(title, rows)
+
+
+def run_summary(title: str, rows: dict, output_dir: str | Path, recipe: str) -> None:
+    """The end of a run: its summary table, where the model and the log are, and the commands to run next (which
+    say where the model is: a "saved to" row would only repeat it)."""
+    summary(title, {name: value for name, value in rows.items() if name != "saved to"})
+    next_steps(output_dir, recipe)
 
 
 def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
@@ -374,7 +395,8 @@ def _write_model_card(output_dir: Path) -> None:
 __all__ = [
     "is_main_process", "say", "keep_freed_memory", "LoraOptions", "add_lora", "resolve_precision",
     "training_arguments", "trainer_kwargs", "selection_metric", "optimizer_with_llrd", "resume_checkpoint",
-    "write_json", "save_run_config", "read_run_config", "plot_training_curve", "summary_table", "finish_run",
+    "write_json", "save_run_config", "read_run_config", "plot_training_curve", "summary_table", "run_summary",
+    "finish_run", "lr_rows", "show_learning_rates", "console",
     "config_to_dict", "start_run", "run_trainer",
     "RUN_CONFIG_FILE", "METRICS_FILE", "CURVE_FILE",
 ]

@@ -24,8 +24,9 @@ from bertkit.checks import check_max_length, check_recipe
 from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
-                              selection_metric, start_run, summary_table, training_arguments)
+from bertkit.console import load_pretrained
+from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
+                              selection_metric, start_run, training_arguments)
 
 
 @dataclass
@@ -83,8 +84,8 @@ def load_data(cfg: Config, tokenizer):
     train = read_choice_file(cfg.data.train)
     dev = read_choice_file(cfg.data.eval) if cfg.data.eval else None
     counts = {len(example.options) for example in train + (dev or [])}
-    console.print(f"[bold]bertkit[/]: {len(train)} train / {len(dev) if dev else 0} dev examples, "
-                  f"{' / '.join(map(str, sorted(counts)))} options each")
+    say(f"{len(train)} train / {len(dev) if dev else 0} dev examples, {' / '.join(map(str, sorted(counts)))} "
+        "options each")
     return [datasets.Dataset.from_list(encode_examples(tokenizer, split, cfg.data.max_length)) if split else None
             for split in (train, dev)]
 
@@ -95,7 +96,7 @@ def build_model(cfg: Config, model_path: str):
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
-    model = BertkitForMultipleChoice.from_pretrained(model_path, config=config)
+    model = load_pretrained(BertkitForMultipleChoice, model_path, config=config)
     return add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"]) if cfg.lora.enabled else model
 
 
@@ -127,8 +128,7 @@ def main(cfg: Config) -> dict:
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "choice", results, selection)
-    summary_table("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"],
-                                          "saved to": str(output_dir)})
+    run_summary("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]}, output_dir, "choice")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

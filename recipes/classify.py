@@ -23,6 +23,7 @@ import transformers
 from bertkit import BertkitConfig, BertkitForSequenceClassification
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
+from bertkit.console import load_pretrained
 from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, document_probabilities,
                                     encode_split, score)
 from bertkit.data import LabelSpace, load_split
@@ -30,8 +31,8 @@ from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.long_docs import LongDocConfig, first_windows
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
-from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_trainer, say,
-                              selection_metric, start_run, summary_table, training_arguments)
+from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
+                              selection_metric, start_run, training_arguments)
 
 
 @dataclass
@@ -133,7 +134,7 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
-    model = BertkitForSequenceClassification.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    model = load_pretrained(BertkitForSequenceClassification, model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="SEQ_CLS")
     return model
@@ -197,9 +198,9 @@ def main(cfg: Config) -> dict:
                         "dev_documents": len(first_windows(dev_docs)) if dev is not None else 0},
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "classify", results, selection, files)
-    summary_table(f"classify: {labels.kind} labels, dev metrics", {
+    run_summary(f"classify: {labels.kind} labels, dev metrics", {
         **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
-        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)}, output_dir, "classify")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

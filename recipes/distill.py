@@ -31,8 +31,9 @@ from bertkit.distill import (DistillationTrainer, DistillOptions, check_student,
                              student_from_teacher)
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.training import (finish_run, optimizer_with_llrd, run_trainer, say, selection_metric, start_run,
-                              summary_table, training_arguments)
+from bertkit.console import load_pretrained
+from bertkit.training import (finish_run, optimizer_with_llrd, run_summary, run_trainer, say, selection_metric,
+                              start_run, training_arguments)
 
 
 @dataclass
@@ -151,8 +152,8 @@ def build_student(cfg: Config, teacher, labels: LabelSpace):
         path = resolve_model(cfg.student.model)
         config = BertkitConfig.from_pretrained(path, classifier_pooling=teacher.config.classifier_pooling,
                                                **labels.config_kwargs())
-        student, picked = BertkitForSequenceClassification.from_pretrained(path, config=config,
-                                                                           ignore_mismatched_sizes=True), None
+        student, picked = load_pretrained(BertkitForSequenceClassification, path, config=config,
+                                          ignore_mismatched_sizes=True), None
     else:
         count = teacher.config.num_hidden_layers
         picked = pick_layers(count, cfg.student.num_layers or max(1, count // 2), cfg.student.layers)
@@ -204,12 +205,12 @@ def main(cfg: Config) -> dict:
                "parameters": sizes, "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0},
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "distill", results, selection)
-    summary_table("distill: dev metrics, student / teacher", {
+    run_summary("distill: dev metrics, student / teacher", {
         **{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
            if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
         "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
         "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}",
-        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+        "wall time (s)": results["wall_time_s"]}, output_dir, "distill")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

@@ -25,8 +25,9 @@ from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
                          read_ner_file, score_tags, window_rows)
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
-                              selection_metric, start_run, summary_table, training_arguments)
+from bertkit.console import load_pretrained
+from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
+                              selection_metric, start_run, training_arguments)
 
 
 @dataclass
@@ -110,10 +111,10 @@ def load_data(cfg: Config):
     dev_scheme = train.scheme if cfg.data.scheme == "auto" else cfg.data.scheme  # IOB1 dev files convert too
     dev = read_ner_file(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
     for note in train.notes + (dev.notes if dev else []):
-        console.print(f"[bold]bertkit[/]: {note}")
+        say(note)
     labels = label_names(train.entity_types, train.scheme)
-    console.print(f"[bold]bertkit[/]: {len(train.sentences)} train / {len(dev.sentences) if dev else 0} dev sentences; "
-                  f"{train.scheme} tags over {', '.join(sorted(train.entity_types)) or 'no entity types'}")
+    say(f"{len(train.sentences)} train / {len(dev.sentences) if dev else 0} dev sentences; "
+        f"{train.scheme} tags over {', '.join(sorted(train.entity_types)) or 'no entity types'}")
     return train, dev, labels
 
 
@@ -125,7 +126,7 @@ def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
-    model = BertkitForTokenClassification.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    model = load_pretrained(BertkitForTokenClassification, model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="TOKEN_CLS")
     return model
@@ -172,9 +173,9 @@ def main(cfg: Config) -> dict:
                "scheme": train.scheme, "selection_metric": selection,
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "ner", results, selection, files)
-    summary_table(f"ner: {train.scheme} tags, dev entity scores", {
+    run_summary(f"ner: {train.scheme} tags, dev entity scores", {
         **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
-        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+        "wall time (s)": results["wall_time_s"]}, output_dir, "ner")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

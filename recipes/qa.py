@@ -26,8 +26,9 @@ from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
                         postprocess, prediction_record, read_qa_file, tune_and_score)
-from bertkit.training import (LoraOptions, add_lora, console, finish_run, optimizer_with_llrd, run_trainer,
-                              selection_metric, start_run, summary_table, training_arguments)
+from bertkit.console import load_pretrained, warn
+from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
+                              selection_metric, start_run, training_arguments)
 
 
 @dataclass
@@ -105,7 +106,7 @@ def read_split(path: str, name: str, strict: bool):
     if strict:
         report.refuse_repairs()
     for line in report.lines():  # answer_start fixes and skips, each with the first place it happened
-        console.print(f"[yellow]bertkit[/]: {name}: {line}")
+        warn(f"{name}: {line}")
     return examples, report
 
 
@@ -123,14 +124,14 @@ def load_data(cfg: Config, tokenizer):
                   max_question_length=cfg.data.max_question_length)
     train_windows = make_windows(train_examples, tokenizer, **window)
     dev_windows = make_windows(dev_examples, tokenizer, **window) if dev_examples else None
-    console.print(f"[bold]bertkit[/]: {len(train_examples)} train questions -> {len(train_windows)} windows "
-                  f"({train_report.unanswerable} unanswerable); "
-                  f"{len(dev_examples) if dev_examples else 0} dev questions -> "
-                  f"{len(dev_windows) if dev_windows else 0} windows; language {language}; "
-                  f"no-answer {'on' if allow_no_answer else 'off'}")
+    say(f"{len(train_examples)} train questions -> {len(train_windows)} windows "
+        f"({train_report.unanswerable} unanswerable); "
+        f"{len(dev_examples) if dev_examples else 0} dev questions -> "
+        f"{len(dev_windows) if dev_windows else 0} windows; language {language}; "
+        f"no-answer {'on' if allow_no_answer else 'off'}")
     if train_windows.truncated_questions:
-        console.print(f"[yellow]bertkit[/]: {train_windows.truncated_questions} training questions cut to "
-                      f"data.max_question_length={cfg.data.max_question_length} tokens")
+        warn(f"{train_windows.truncated_questions} training questions cut to "
+             f"data.max_question_length={cfg.data.max_question_length} tokens")
     return train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading
 
 
@@ -151,7 +152,7 @@ def build_model(cfg: Config, model_path: str, language: str):
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
-    model = BertkitForQuestionAnswering.from_pretrained(model_path, config=config, ignore_mismatched_sizes=True)
+    model = load_pretrained(BertkitForQuestionAnswering, model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="QUESTION_ANS")
     return model
@@ -202,8 +203,8 @@ def main(cfg: Config) -> dict:
                "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
     cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
     output_dir = finish_run(trainer, cfg, "qa", results, selection, files)
-    summary_table(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
-        **metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)})
+    run_summary(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
+        **metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, output_dir, "qa")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

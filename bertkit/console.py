@@ -1,0 +1,469 @@
+"""What a person sees while bertkit works, and what `train.log` keeps.
+
+The console shows one live progress line per run (step, epoch, smoothed loss, learning rate, throughput, time), one
+line per evaluation, one per checkpoint and a summary that ends with the commands to run next. Everything else -
+every dict Trainer logs, transformers' warnings and info, the resolved config - goes to `train.log` in the run
+directory, so the console can stay short without losing anything. Three modes, set by `bertkit run`:
+normal, verbose (Trainer's own bars and dicts and transformers' raw messages, as without bertkit) and quiet (the
+final summary and warnings only). Under torchrun only rank 0 prints.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import transformers
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
+from rich.table import Table
+
+from .rundir import LOG_FILE  # not in the completion record; overwrite=true removes it
+
+MODES = ("normal", "verbose", "quiet")
+
+console = Console(stderr=True)
+logger = logging.getLogger("bertkit")
+_mode = {"name": "normal"}
+
+
+def is_main_process() -> bool:
+    """True in a single-process run and in rank 0 of a torchrun / accelerate launch: the one that writes and prints."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def mode() -> str:
+    return _mode["name"]
+
+
+def shows(kind: str = "info") -> bool:
+    """Whether this process prints a line of `kind` (info | summary | warning) in the current mode."""
+    if not is_main_process():
+        return False
+    return kind != "info" or mode() != "quiet"
+
+
+def say(message: str) -> None:
+    """A line of bertkit's own, on the console (not in quiet mode) and in train.log."""
+    run_log.write(f"bertkit: {message}")
+    if shows("info"):
+        console.print(f"[bold]bertkit[/]: {escape(message)}", soft_wrap=True)
+
+
+def show(renderable, kind: str = "info") -> None:
+    """A rich renderable (a table) on the console, if lines of `kind` are shown."""
+    if shows(kind):
+        console.print(renderable)
+
+
+def warn(message: str) -> None:
+    """Something unexpected: shown in every mode, and kept in train.log."""
+    run_log.write(f"bertkit: warning: {message}")
+    if shows("warning"):
+        console.print(f"[bold yellow]bertkit: warning[/]: {escape(message)}", soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------------------------- train.log
+
+
+class RunLog:
+    """Lines of one run, held in memory until the run directory may be written (bertkit/rundir.py: nothing goes
+    into output_dir before training starts), then appended to train.log as they come. Appended, not replaced: a
+    run continued with resume=true adds to the log of the run it continues; overwrite=true removes the old log
+    first (rundir.RUN_OUTPUTS)."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.handle = None
+        self.path: Path | None = None
+
+    def start(self, header: str) -> None:
+        self.close()
+        self.lines = [f"===== {datetime.datetime.now().astimezone().isoformat(timespec='seconds')} {header}"]
+
+    def open(self, run_dir: str | Path) -> None:
+        if not is_main_process():
+            return
+        self.path = Path(run_dir) / LOG_FILE
+        self.handle = self.path.open("a", encoding="utf-8")
+        self.handle.write("".join(line + "\n" for line in self.lines))
+        self.handle.flush()
+        self.lines = []
+
+    def write(self, line: str) -> None:
+        if self.handle is not None:
+            self.handle.write(line.rstrip("\n") + "\n")
+            self.handle.flush()
+        else:
+            self.lines.append(line.rstrip("\n"))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        self.handle, self.lines = None, []
+
+
+run_log = RunLog()
+atexit.register(run_log.close)
+
+
+class _RunLogHandler(logging.Handler):
+    """transformers' and Python's warnings (and transformers' info: Trainer's run header) into train.log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            run_log.write(f"{record.levelname.lower()} [{record.name}] {record.getMessage()}")
+        except Exception:  # noqa: BLE001 - logging must never stop a run
+            self.handleError(record)
+
+
+class _ConsoleWarningHandler(logging.Handler):
+    """transformers' warnings on the console: the message as it is in verbose mode, else one `warning:` line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not shows("warning"):
+            return
+        message = record.getMessage()
+        if mode() == "verbose":
+            console.file.write(message + "\n")
+            return
+        console.print(f"[yellow]warning[/] [dim]({record.name})[/]: {escape(message)}", soft_wrap=True,
+                      highlight=False)
+
+
+@contextlib.contextmanager
+def console_session(chosen: str = "normal") -> Iterator[None]:
+    """The console of one `bertkit run` (the CLI opens it): bertkit's display instead of the bars of transformers
+    and datasets, transformers' log into train.log, its warnings as one line each. Restored on the way out, so
+    that a test calling the CLI twice in one process starts clean."""
+    if chosen not in MODES:
+        raise ValueError(f"console mode must be one of {MODES}, got {chosen!r}")
+    tf_logging = transformers.utils.logging
+    saved = {"mode": mode(), "verbosity": tf_logging.get_verbosity(), "bars": tf_logging.is_progress_bar_enabled()}
+    file_handler, console_handler = _RunLogHandler(logging.INFO), _ConsoleWarningHandler(logging.WARNING)
+    _mode["name"] = chosen
+    tf_logging.disable_default_handler()
+    tf_logging.set_verbosity_info()  # into train.log; the console handler shows warnings only
+    for handler in (file_handler, console_handler):
+        tf_logging.add_handler(handler)
+        logging.getLogger("py.warnings").addHandler(handler)
+    logging.captureWarnings(True)
+    if chosen != "verbose":
+        tf_logging.disable_progress_bar()
+        _disable_datasets_bars()
+    try:
+        yield
+    finally:
+        for handler in (file_handler, console_handler):
+            tf_logging.remove_handler(handler)
+            logging.getLogger("py.warnings").removeHandler(handler)
+        logging.captureWarnings(False)
+        tf_logging.enable_default_handler()
+        tf_logging.set_verbosity(saved["verbosity"])
+        if saved["bars"]:
+            tf_logging.enable_progress_bar()
+        _mode["name"] = saved["mode"]
+
+
+def _disable_datasets_bars() -> None:
+    with contextlib.suppress(ImportError):
+        import datasets
+
+        datasets.disable_progress_bars()
+
+
+def log_failure(error: BaseException) -> None:
+    """The last line of train.log when a run stops with an error (`bertkit runs` shows it as failed)."""
+    if isinstance(error, SystemExit):
+        return
+    if isinstance(error, KeyboardInterrupt):
+        run_log.write("bertkit: run interrupted")
+        return
+    first = (str(error).strip().splitlines() or [""])[0]
+    run_log.write(f"bertkit: run failed: {type(error).__name__}: {first}")
+
+
+# --------------------------------------------------------------------------------------------- quiet loading
+
+# Checkpoint weights a fine-tune drops by design: the pretraining heads (MLM, NSP) of a stock BERT checkpoint.
+EXPECTED_UNUSED_PREFIXES = ("cls.",)
+
+
+class _DropLoadReport(logging.Filter):
+    """transformers' load report goes to train.log only (without its escape codes); load_pretrained says the rest."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if " LOAD REPORT" not in str(record.msg):
+            return True
+        run_log.write("load report: " + re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
+        return False
+
+
+def load_pretrained(model_class, path: str, **kwargs):
+    """`model_class.from_pretrained(path, ...)` with transformers' load report replaced by what a person needs:
+    one line naming the modules that start fresh (the new head every fine-tune has), and a warning for what is
+    unexpected: checkpoint weights left unused that are not pretraining heads, and weights re-initialised because
+    their shape differs. Verbose mode shows transformers' report as it is."""
+    if mode() == "verbose":
+        return model_class.from_pretrained(path, **kwargs)
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    dropper = _DropLoadReport()
+    report_logger.addFilter(dropper)
+    try:
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        report_logger.removeFilter(dropper)
+    describe_loading(info, path)
+    return model
+
+
+def describe_loading(info: dict, path: str) -> None:
+    mismatched = {key for key, *_ in info.get("mismatched_keys", ())}
+    new = sorted(set(info.get("missing_keys", ())) - mismatched)
+    if new:
+        say(f"new, randomly initialised: {', '.join(module_names(new))} (not in {path}; trained from scratch)")
+    unused = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith(EXPECTED_UNUSED_PREFIXES))
+    if unused:
+        warn(f"{len(unused)} weights of {path} are not used by this model: {_few(module_names(unused))} — "
+             "check that model= names the checkpoint you meant")
+    for key, checkpoint_shape, model_shape in sorted(info.get("mismatched_keys", ())):
+        warn(f"{key} re-initialised: its shape in {path} is {tuple(checkpoint_shape)}, this model needs "
+             f"{tuple(model_shape)}")
+
+
+def module_names(keys) -> list[str]:
+    """Parameter names grouped by the module that holds them: classifier.weight, classifier.bias -> classifier."""
+    seen = {}
+    for key in keys:
+        seen.setdefault(key.rsplit(".", 1)[0] if "." in key else key, None)
+    return list(seen)
+
+
+def _few(names: list[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# ------------------------------------------------------------------------------------------ training display
+
+LOSS_SMOOTHING = 0.6  # weight of the newest logged loss (each is already Trainer's mean over logging_steps steps)
+PLAIN_LINES = 10  # progress lines of a run whose console is not a terminal (a file, a pipe): one per tenth
+
+
+class TrainingDisplay(transformers.TrainerCallback):
+    """bertkit's Trainer callback: every logged dict into train.log; on rank 0 in normal mode a live progress line
+    (plain lines at each tenth of the run when the console is not a terminal), one line per evaluation with the
+    selection metric and whether it is the best so far, and one per checkpoint."""
+
+    def __init__(self):
+        self.progress: Progress | None = None
+        self.task = None
+        self.loss = self.lr = None
+        self.best = None
+        self.started = self.start_step = 0
+        self.next_plain = 0
+        self.eval_batches = 0
+
+    # ---- Trainer events
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started, self.start_step = time.perf_counter(), state.global_step
+        self.best = None
+        if not (shows("info") and mode() == "normal"):
+            return
+        if console.is_terminal:
+            self.progress = _progress_bar()
+            self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step,
+                                               **self._fields(args, state))
+            self.progress.start()
+        self.next_plain = state.global_step + max(1, state.max_steps // PLAIN_LINES)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=state.global_step, **self._fields(args, state))
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        if self.progress is not None and eval_dataloader is not None and hasattr(eval_dataloader, "__len__"):
+            self.eval_batches += 1
+            self.progress.update(self.task, phase=f"dev {self.eval_batches}/{len(eval_dataloader)}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        run_log.write("logged " + json.dumps({"step": state.global_step, **logs}, default=str))
+        if "loss" in logs:
+            loss = float(logs["loss"])
+            self.loss = loss if self.loss is None else LOSS_SMOOTHING * loss + (1 - LOSS_SMOOTHING) * self.loss
+        self.lr = logs.get("learning_rate", self.lr)
+        if any(key.startswith("eval_") and key.endswith("_runtime") for key in logs):
+            self._evaluation_line(args, state, logs)
+        elif "loss" in logs:
+            self._plain_progress(args, state)
+
+    def on_save(self, args, state, control, **kwargs):
+        self.print(f"[dim]saved checkpoint-{state.global_step}[/]")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        steps = state.global_step - self.start_step
+        seconds = time.perf_counter() - self.started
+        self.print(f"trained {steps} steps in {fmt_duration(seconds)} ({self._speed(args, state)})")
+
+    # ---- what is shown
+
+    def print(self, markup: str) -> None:
+        if not (shows("info") and mode() == "normal"):
+            return
+        (self.progress.console if self.progress is not None else console).print(markup, soft_wrap=True,
+                                                                                highlight=False)
+
+    def _evaluation_line(self, args, state, logs: dict) -> None:
+        self.eval_batches = 0
+        if self.progress is not None:
+            self.progress.update(self.task, phase="train")
+        key = args.metric_for_best_model
+        key = key if key is None or key.startswith("eval_") else f"eval_{key}"
+        parts = [f"dev  epoch {state.epoch or 0:g}  step {state.global_step}"]
+        if key in logs:
+            value = float(logs[key])
+            better = self.best is None or (value > self.best if args.greater_is_better else value < self.best)
+            parts.append(f"[bold]{key.removeprefix('eval_')} {fmt_metric(value)}[/]")
+            if better:
+                self.best = value
+                parts.append("[green]best so far[/]")
+            else:
+                parts.append(f"[dim](best {fmt_metric(self.best)})[/]")
+        if "eval_loss" in logs and key != "eval_loss":
+            parts.append(f"loss {float(logs['eval_loss']):.4f}")
+        self.print("  ".join(parts))
+
+    def _plain_progress(self, args, state) -> None:
+        if self.progress is not None or state.global_step < self.next_plain:
+            return
+        self.next_plain = state.global_step + max(1, state.max_steps // PLAIN_LINES)
+        fields = self._fields(args, state)
+        elapsed = time.perf_counter() - self.started
+        done = state.global_step - self.start_step
+        left = elapsed / done * (state.max_steps - state.global_step) if done else 0
+        self.print(f"step {state.global_step}/{state.max_steps}  {fields['epoch']}  {fields['loss']}  {fields['lr']}"
+                   f"  {fields['speed']}  {fmt_duration(elapsed)} elapsed, {fmt_duration(left)} left")
+
+    def _fields(self, args, state) -> dict:
+        epochs = getattr(state, "num_train_epochs", 0)
+        epoch = f"epoch {state.epoch or 0:.2f}" + (f"/{epochs:g}" if epochs else "")
+        return {"epoch": epoch, "loss": f"loss {self.loss:.4f}" if self.loss is not None else "loss -",
+                "lr": f"lr {self.lr:.2e}" if self.lr is not None else "lr -", "speed": self._speed(args, state),
+                "phase": "train"}
+
+    def _speed(self, args, state) -> str:
+        seconds = max(time.perf_counter() - self.started, 1e-9)
+        tokens = getattr(state, "num_input_tokens_seen", 0) or 0
+        if tokens:
+            return f"{tokens / seconds:,.0f} tok/s"
+        examples = (state.global_step - self.start_step) * args.train_batch_size * \
+            args.gradient_accumulation_steps * max(args.world_size, 1)
+        return f"{examples / seconds:,.1f} ex/s"
+
+
+def _progress_bar() -> Progress:
+    """One line: epoch, bar, step m/n, smoothed loss, lr, throughput, elapsed < remaining."""
+    return Progress(TextColumn("{task.fields[epoch]}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                    TextColumn("{task.fields[loss]}"), TextColumn("{task.fields[lr]}"),
+                    TextColumn("{task.fields[speed]}"), TimeElapsedColumn(), TextColumn("<"), TimeRemainingColumn(),
+                    TextColumn("[dim]{task.fields[phase]}[/]"), console=console, transient=True, expand=True)
+
+
+def use_display(trainer: transformers.Trainer) -> TrainingDisplay:
+    """Put bertkit's display in place of Trainer's progress bars and printed dicts (verbose mode keeps those).
+    Other callbacks - report_to integrations (TensorBoard, W&B, MLflow), early stopping - stay as they are."""
+    if mode() != "verbose":
+        trainer.remove_callback(transformers.trainer_callback.ProgressCallback)
+        trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TrainingDisplay):
+            return callback
+    display = TrainingDisplay()
+    trainer.add_callback(display)
+    return display
+
+
+# ------------------------------------------------------------------------------------------------ summaries
+
+
+def summary(title: str, rows: dict, kind: str = "summary") -> None:
+    """A title line and a borderless name / value table: nothing in it wraps into a broken table at any width
+    (long values fold inside their cell). Kept in train.log too."""
+    run_log.write(f"{title}: " + json.dumps({k: v for k, v in rows.items()}, default=str, ensure_ascii=False))
+    if not shows(kind):
+        return
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 2))
+    table.add_column("name", style="dim", no_wrap=True)
+    table.add_column("value", justify="right", overflow="fold")
+    for name, value in rows.items():
+        shown = f"{value:.1f}" if str(name).endswith("(s)") and isinstance(value, float) else fmt_metric(value)
+        table.add_row(escape(str(name)), escape(shown))
+    console.print(f"[bold]{escape(title)}[/]", soft_wrap=True)
+    console.print(table)
+
+
+# What a finished run of each recipe is used for next: predict / evaluate for the fine-tuned heads, a fine-tune
+# for a masked LM.
+FINE_TUNED_RECIPES = {"classify", "ner", "qa", "choice", "distill"}
+
+
+def next_commands(output_dir: str | Path, recipe: str) -> list[str]:
+    import shlex
+
+    where = shlex.quote(str(output_dir))
+    if recipe in FINE_TUNED_RECIPES:
+        used = [f"bertkit predict {where} FILE -o predictions.jsonl", f"bertkit evaluate {where} LABELLED_FILE"]
+    else:
+        used = [f"bertkit run classify model={where} data.train=TRAIN_FILE data.eval=DEV_FILE"]
+    return [*used, f"bertkit push {where} USER/NAME"]
+
+
+def next_steps(output_dir: str | Path, recipe: str) -> None:
+    """The end of a run: where everything is, and the commands that follow from it (one line each, never
+    wrapped by bertkit, so that each can be copied whole)."""
+    commands = next_commands(output_dir, recipe)
+    for line in (f"model: {output_dir}", f"log: {Path(output_dir) / LOG_FILE}", *commands):
+        run_log.write(line)
+    if not shows("summary"):
+        return
+    console.print(f"[dim]model[/]  {escape(str(output_dir))}", soft_wrap=True, highlight=False)
+    console.print(f"[dim]log[/]    {escape(str(Path(output_dir) / LOG_FILE))}", soft_wrap=True, highlight=False)
+    console.print("[bold]next[/]", highlight=False)
+    for command in commands:
+        console.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
+
+
+# ----------------------------------------------------------------------------------------------- formatting
+
+
+def fmt_metric(value) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+__all__ = ["console", "say", "show", "warn", "mode", "shows", "is_main_process", "console_session", "run_log", "RunLog",
+           "LOG_FILE", "log_failure", "load_pretrained", "describe_loading", "module_names", "fmt_metric",
+           "fmt_duration", "TrainingDisplay", "use_display", "summary", "next_steps",
+           "next_commands"]
