@@ -2,7 +2,7 @@
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
     bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
-    bertkit ls | cp | validate | predict | evaluate | export | inspect | push
+    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs
 """
 
 from __future__ import annotations
@@ -321,6 +321,20 @@ def push(
     result = push_model(model_dir, repo_id, private=private, revision=revision, commit_message=commit_message,
                         endpoint=endpoint, token=token)
     typer.echo(result)
+
+
+@app.command("runs")
+@user_errors
+def runs_command(
+    paths: Optional[list[str]] = typer.Argument(None, help="A folder of runs (default runs/), or two run directories "
+                                                "to compare."),
+    sort: str = typer.Option("date", "--sort", help="date (newest first), metric (best first) or name."),
+):
+    """Every run under a folder: recipe, model, data, selection metric, status, date, wall time. With two run
+    directories: the config keys that differ, next to their metrics."""
+    from .runs import show_runs
+
+    show_runs(paths or ["runs"], sort)
 
 
 def main():

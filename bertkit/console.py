@@ -25,9 +25,9 @@ from pathlib import Path
 import transformers
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from .rundir import LOG_FILE  # not in the completion record; overwrite=true removes it
 
@@ -58,7 +58,7 @@ def say(message: str) -> None:
     """A line of bertkit's own, on the console (not in quiet mode) and in train.log."""
     run_log.write(f"bertkit: {message}")
     if shows("info"):
-        console.print(f"[bold]bertkit[/]: {escape(message)}", soft_wrap=True)
+        console.print(f"[bold]bertkit[/]: {escape(message)}")
 
 
 def show(renderable, kind: str = "info") -> None:
@@ -71,7 +71,7 @@ def warn(message: str) -> None:
     """Something unexpected: shown in every mode, and kept in train.log."""
     run_log.write(f"bertkit: warning: {message}")
     if shows("warning"):
-        console.print(f"[bold yellow]bertkit: warning[/]: {escape(message)}", soft_wrap=True)
+        console.print(f"[bold yellow]bertkit: warning[/]: {escape(message)}")
 
 
 # ------------------------------------------------------------------------------------------------- train.log
@@ -269,7 +269,7 @@ class TrainingDisplay(transformers.TrainerCallback):
         self.progress: Progress | None = None
         self.task = None
         self.loss = self.lr = None
-        self.best = None
+        self.best = self.best_step = None
         self.started = self.start_step = 0
         self.next_plain = 0
         self.eval_batches = 0
@@ -278,7 +278,7 @@ class TrainingDisplay(transformers.TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started, self.start_step = time.perf_counter(), state.global_step
-        self.best = None
+        self.best, self.best_step = None, None
         if not (shows("info") and mode() == "normal"):
             return
         if console.is_terminal:
@@ -295,7 +295,7 @@ class TrainingDisplay(transformers.TrainerCallback):
     def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
         if self.progress is not None and eval_dataloader is not None and hasattr(eval_dataloader, "__len__"):
             self.eval_batches += 1
-            self.progress.update(self.task, phase=f"dev {self.eval_batches}/{len(eval_dataloader)}")
+            self.progress.update(self.task, phase=f"[cyan]dev {self.eval_batches}/{len(eval_dataloader)}[/]")
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
@@ -331,7 +331,7 @@ class TrainingDisplay(transformers.TrainerCallback):
     def _evaluation_line(self, args, state, logs: dict) -> None:
         self.eval_batches = 0
         if self.progress is not None:
-            self.progress.update(self.task, phase="train")
+            self.progress.update(self.task, phase=self._fields(args, state)["epoch"])
         key = args.metric_for_best_model
         key = key if key is None or key.startswith("eval_") else f"eval_{key}"
         parts = [f"dev  epoch {state.epoch or 0:g}  step {state.global_step}"]
@@ -340,10 +340,10 @@ class TrainingDisplay(transformers.TrainerCallback):
             better = self.best is None or (value > self.best if args.greater_is_better else value < self.best)
             parts.append(f"[bold]{key.removeprefix('eval_')} {fmt_metric(value)}[/]")
             if better:
-                self.best = value
+                self.best, self.best_step = value, state.global_step
                 parts.append("[green]best so far[/]")
             else:
-                parts.append(f"[dim](best {fmt_metric(self.best)})[/]")
+                parts.append(f"[dim](best {fmt_metric(self.best)} at step {self.best_step})[/]")
         if "eval_loss" in logs and key != "eval_loss":
             parts.append(f"loss {float(logs['eval_loss']):.4f}")
         self.print("  ".join(parts))
@@ -364,7 +364,7 @@ class TrainingDisplay(transformers.TrainerCallback):
         epoch = f"epoch {state.epoch or 0:.2f}" + (f"/{epochs:g}" if epochs else "")
         return {"epoch": epoch, "loss": f"loss {self.loss:.4f}" if self.loss is not None else "loss -",
                 "lr": f"lr {self.lr:.2e}" if self.lr is not None else "lr -", "speed": self._speed(args, state),
-                "phase": "train"}
+                "phase": epoch}
 
     def _speed(self, args, state) -> str:
         seconds = max(time.perf_counter() - self.started, 1e-9)
@@ -376,12 +376,21 @@ class TrainingDisplay(transformers.TrainerCallback):
         return f"{examples / seconds:,.1f} ex/s"
 
 
+class _TimeColumn(ProgressColumn):
+    """elapsed<remaining in one short column (m:ss, or h:mm:ss past an hour): the line fits 80 columns."""
+
+    def render(self, task) -> Text:
+        remaining = task.time_remaining
+        left = fmt_duration(remaining) if remaining is not None else "-:--"
+        return Text(f"{fmt_duration(task.elapsed or 0)}<{left}", style="progress.elapsed")
+
+
 def _progress_bar() -> Progress:
-    """One line: epoch, bar, step m/n, smoothed loss, lr, throughput, elapsed < remaining."""
-    return Progress(TextColumn("{task.fields[epoch]}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+    """One line: epoch (or the dev batch during an evaluation), bar, step m/n, smoothed loss, lr, throughput,
+    elapsed<remaining. The bar takes what the terminal has left."""
+    return Progress(TextColumn("{task.fields[phase]}"), BarColumn(bar_width=None), MofNCompleteColumn(),
                     TextColumn("{task.fields[loss]}"), TextColumn("{task.fields[lr]}"),
-                    TextColumn("{task.fields[speed]}"), TimeElapsedColumn(), TextColumn("<"), TimeRemainingColumn(),
-                    TextColumn("[dim]{task.fields[phase]}[/]"), console=console, transient=True, expand=True)
+                    TextColumn("{task.fields[speed]}"), _TimeColumn(), console=console, transient=True, expand=True)
 
 
 def use_display(trainer: transformers.Trainer) -> TrainingDisplay:

@@ -1,0 +1,266 @@
+"""`bertkit runs`: every run under a folder at a glance, and what differs between two runs.
+
+Reads only what each run directory holds (bertkit/rundir.py): the completion record (finished), the lock (running),
+the last line of train.log (failed), metrics.json (the selection metric, wall time) and bertkit_config.yaml (recipe,
+model, data, and the keys two runs differ in). Nothing is hashed: the record's file check is for readers that load
+a model (predict, push), not for a listing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from . import rundir
+from .errors import BertkitError
+
+# Metrics for which lower is better, when a run does not say (mlm has no selection metric: perplexity).
+LOWER_IS_BETTER = ("loss", "perplexity")
+MAX_DEPTH = 3  # runs/<group>/<run>: how deep `bertkit runs DIR` looks
+
+
+@dataclass
+class RunInfo:
+    path: Path
+    status: str
+    recipe: str = ""
+    model: str = ""
+    data: str = ""
+    metric: str = ""
+    value: float | None = None
+    greater_is_better: bool = True
+    date: str = ""
+    wall_time_s: float | None = None
+    config: dict = field(default_factory=dict)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def run_status(run_dir: Path) -> str:
+    """finished (completion record) | running (another process holds the lock) | failed (train.log ends with the
+    error that stopped it) | unfinished (interrupted, killed, or stopped before training)."""
+    if (run_dir / rundir.RECORD_FILE).exists():
+        return "finished"
+    if rundir.lock_holder(run_dir):
+        return "running"
+    if _last_bertkit_line(run_dir / rundir.LOG_FILE).startswith("bertkit: run failed"):
+        return "failed"
+    return "unfinished"
+
+
+def _last_bertkit_line(log: Path) -> str:
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 8192))
+            tail = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return next((line for line in reversed(tail) if line.startswith("bertkit: run ")), "")
+
+
+def selection(metrics: dict, config: dict) -> tuple[str, float | None, bool]:
+    """(name, value, greater is better) of the metric that picked the run's model."""
+    evaluation = metrics.get("eval") if isinstance(metrics.get("eval"), dict) else {}
+    name = metrics.get("selection_metric") or ("perplexity" if "perplexity" in evaluation else "")
+    value = evaluation.get(name)
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    greater = train.get("greater_is_better", not any(word in name for word in LOWER_IS_BETTER))
+    return name, (float(value) if isinstance(value, (int, float)) else None), bool(greater)
+
+
+def _short_path(value) -> str:
+    """The last two parts of a path (en_sentiment/train.csv), a Hub id as it is."""
+    if not value:
+        return ""
+    parts = Path(str(value)).parts
+    return "/".join(parts[-2:]) if len(parts) > 2 else str(value)
+
+
+def read_run(run_dir: str | Path) -> RunInfo:
+    run_dir = Path(run_dir)
+    config = _read_yaml(run_dir / rundir.RUN_CONFIG_FILE)
+    record = _read_json(run_dir / rundir.RECORD_FILE)
+    fingerprint = _read_json(run_dir / rundir.FINGERPRINT_FILE)
+    metrics = _read_json(run_dir / "metrics.json") if record else {}
+    if not config:  # a run that never finished: its fingerprint keeps the (flattened) config
+        config = _unflatten(fingerprint.get("config", {}))
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    name, value, greater = selection(metrics, config)
+    student = config.get("student") if isinstance(config.get("student"), dict) else {}
+    return RunInfo(
+        path=run_dir, status=run_status(run_dir), recipe=record.get("recipe") or fingerprint.get("recipe", ""),
+        model=_short_path(config.get("model") or student.get("model") or config.get("teacher")),
+        data=_short_path(data.get("train")), metric=name, value=value, greater_is_better=greater,
+        date=_date(record.get("finished") or record.get("started") or fingerprint.get("started")),
+        wall_time_s=metrics.get("wall_time_s"), config=config)
+
+
+def _unflatten(flat: dict) -> dict:
+    nested: dict = {}
+    for key, value in flat.items():
+        *parents, last = key.split(".")
+        node = nested
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[last] = value
+    return nested
+
+
+def _date(stamp) -> str:
+    try:
+        return datetime.datetime.fromisoformat(str(stamp)).astimezone().strftime("%m-%d %H:%M")
+    except ValueError:
+        return ""
+
+
+def find_runs(folder: str | Path) -> list[Path]:
+    """bertkit run directories under `folder` (itself included), at most MAX_DEPTH levels down; checkpoints are
+    parts of runs, not runs."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BertkitError(f"{folder} is not a folder — give the folder your runs are in (default runs/)")
+    found, level = [], [folder]
+    for _ in range(MAX_DEPTH + 1):
+        found += [d for d in level if rundir.is_bertkit_run(d)]
+        level = [child for d in level if not rundir.is_bertkit_run(d)
+                 for child in sorted(d.iterdir()) if child.is_dir() and not child.name.startswith((".", "checkpoint-"))]
+    return found
+
+
+def sort_runs(runs: list[RunInfo], by: str) -> list[RunInfo]:
+    """by date (newest first), metric (best first: each run's own direction; runs without one last), or name."""
+    if by == "metric":
+        return sorted(runs, key=lambda r: (r.value is None, -(r.value or 0) if r.greater_is_better else r.value or 0))
+    if by == "name":
+        return sorted(runs, key=lambda r: str(r.path))
+    if by == "date":
+        return sorted(runs, key=lambda r: r.date, reverse=True)
+    raise BertkitError(f"--sort must be date, metric or name, got {by!r}")
+
+
+STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "unfinished": "yellow"}
+
+
+def _metric_text(run: RunInfo) -> str:
+    if run.value is None or math.isnan(run.value):
+        return "-"
+    return f"{run.metric} {run.value:.4f}"
+
+
+def _wall(run: RunInfo) -> str:
+    from .console import fmt_duration
+
+    return fmt_duration(run.wall_time_s) if isinstance(run.wall_time_s, (int, float)) else "-"
+
+
+WIDE = 120  # from this many columns model and data get columns of their own; below, a dim line under the run
+
+
+def runs_table(runs: list[RunInfo], folder: Path, width: int) -> Table:
+    """One row per run. Only the run, model and data columns may fold: the figures never break at 80 columns."""
+    wide = width >= WIDE
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("run" if wide else "run [dim](model, data)[/]", overflow="fold")
+    if wide:
+        table.add_column("model", overflow="fold")
+        table.add_column("data", overflow="fold")
+    for name, justify in (("recipe", "left"), ("metric", "right"), ("status", "left"), ("date", "left"),
+                          ("time", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    for run in runs:
+        name = escape(str(run.path.relative_to(folder)) if run.path != folder else run.path.name)
+        where = [escape(run.model), escape(run.data)]
+        cells = [name, *where] if wide else ["\n".join([name, *(f"[dim]  {w}[/]" for w in where if w)])]
+        table.add_row(*cells, run.recipe, _metric_text(run), f"[{STATUS_STYLE.get(run.status, '')}]{run.status}[/]",
+                      run.date, _wall(run))
+    return table
+
+
+# ------------------------------------------------------------------------------------------------- two runs
+
+# Keys that say where a run went or how it was launched, not what it was: left out of a comparison.
+NOT_COMPARED = {"output_dir", "overwrite", "push", "resume"}
+
+
+def config_differences(a: RunInfo, b: RunInfo) -> list[tuple[str, str, str]]:
+    """(key, value in a, value in b) for every config key whose values differ, keys in config order."""
+    flat_a, flat_b = flatten(a.config), flatten(b.config)
+    keys = list(dict.fromkeys([*flat_a, *flat_b]))
+    return [(key, _show(flat_a.get(key, "(unset)")), _show(flat_b.get(key, "(unset)"))) for key in keys
+            if key not in NOT_COMPARED and flat_a.get(key) != flat_b.get(key)]
+
+
+def flatten(config: dict, prefix: str = "") -> dict:
+    """{"train": {"learning_rate": 3e-5}} -> {"train.learning_rate": 3e-5}: the keys as overrides spell them."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _show(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def comparison_table(a: RunInfo, b: RunInfo) -> Table:
+    """The metric and status of each run, then the config keys that differ between them."""
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("", style="dim", no_wrap=True)
+    table.add_column(escape(str(a.path)), overflow="fold")
+    table.add_column(escape(str(b.path)), overflow="fold")
+    table.add_row("status", a.status, b.status)
+    table.add_row(a.metric or b.metric or "metric", _metric_text(a).split()[-1], _metric_text(b).split()[-1])
+    table.add_row("wall time", _wall(a), _wall(b))
+    differences = config_differences(a, b)
+    for key, left, right in differences:
+        table.add_row(escape(key), escape(left), escape(right))
+    if not differences:
+        table.add_row("config", "(same)", "(same)")
+    return table
+
+
+def show_runs(paths: list[str], sort: str = "date") -> None:
+    """What `bertkit runs` prints (to stdout): one folder -> its runs in a table; two run directories -> the
+    comparison of the two."""
+    from rich.console import Console
+
+    out = Console()
+    if len(paths) == 2 and all(rundir.is_bertkit_run(Path(p)) for p in paths):
+        out.print(comparison_table(read_run(paths[0]), read_run(paths[1])))
+        return
+    if len(paths) != 1:
+        raise BertkitError("give one folder of runs (default runs/), or two run directories to compare")
+    folder = Path(paths[0])
+    runs = sort_runs([read_run(path) for path in find_runs(folder)], sort)
+    if not runs:
+        out.print(f"no bertkit runs under {escape(str(folder))}")
+        return
+    out.print(runs_table(runs, folder, out.width))
+
+
+__all__ = ["show_runs", "flatten", "RunInfo", "read_run", "run_status", "find_runs", "sort_runs", "runs_table",
+           "config_differences", "comparison_table", "selection"]
