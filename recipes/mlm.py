@@ -8,8 +8,16 @@ Corpus: a .txt file (one paragraph per line, blank lines between documents) or c
 text column. Masking is BERT's (15 %, 80/10/10), whole-word by default (rjieba words for a Chinese corpus), drawn
 afresh each epoch; an example's mask is a function of (seed, epoch, the example's row), so a run on any number of
 processes, or one resumed from a checkpoint, masks exactly as a single uninterrupted run does. The perplexity of a
-held-out slice, masked once with a fixed seed (eval_seed), is measured before and after training. The output
-directory is a valid model= for every fine-tuning recipe (the MLM head is dropped there, the encoder kept).
+held-out slice, masked once with a fixed seed (eval_seed), is measured before and after training; a checkpoint
+without an MLM head (MiniLM) first trains its new head alone for head_warmup_steps, encoder frozen, so the "before"
+figure is the pretrained encoder's and not a random head's (metrics.json says which it is). The output directory is a
+valid model= for every fine-tuning recipe (the MLM head is dropped there, the encoder kept).
+
+Data (bertkit/corpus.py): the corpus is read and tokenized through `datasets` into Arrow files in the datasets
+cache (data.cache_dir, default HF_DATASETS_CACHE), by data.num_proc worker processes; examples are read from the
+memory-mapped tokens, so memory stays flat in corpus size, and a rerun with the same corpus and tokenizer loads the
+cache instead of tokenizing (also after a change of max_length, mode or seed). data.streaming=true reads a .txt
+corpus as a stream instead (no cache; train.max_steps required; resumable to the same example).
 """
 
 from __future__ import annotations
@@ -22,15 +30,15 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal
 
 import datasets
-import numpy as np
 import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, blank_flags, default_num_proc, held_by_hash,
-                            open_corpus, stream_examples, stream_lines, streaming_dataset, take, tokenize_rows)
+from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, all_rows, blank_flags, default_num_proc,
+                            held_by_hash, open_corpus, read_lines, stream_examples, stream_lines, streaming_dataset,
+                            take, tokenize_rows)
 from bertkit.masking import MaskingCollator
 from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
                                  extend_vocabulary, find_new_tokens, load_mlm_model, mask_once, masked_perplexity,
@@ -275,12 +283,11 @@ def prepare_stream(cfg: Config) -> tuple:
     train = streaming_dataset(*settings, cfg.data.shuffle_buffer)
     warmup = take(stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
     limit = cfg.data.max_eval_examples
-    if cfg.data.eval:
-        corpus = open_corpus(cfg.data.eval, None, 0.5, cfg.seed, cfg.data.text_column, cfg.data.cache_dir,
-                             num_proc(cfg))
-        tokens, _ = tokenize_rows(corpus.lines, tokenizer, whole_word, False, num_proc(cfg))
-        rows = np.flatnonzero(~blank_flags(corpus.lines, num_proc(cfg)))
-        held = list(build_examples(cfg, tokens, rows, corpus.split.document, tokenizer, whole_word, cfg.eval_seed,
+    if cfg.data.eval:  # a separate held-out file goes through the cache like a whole corpus
+        lines = read_lines(cfg.data.eval, cfg.data.text_column, cfg.data.cache_dir, num_proc(cfg))
+        rows = all_rows(blank_flags(lines, num_proc(cfg)))
+        tokens, _ = tokenize_rows(lines, tokenizer, whole_word, False, num_proc(cfg))
+        held = list(build_examples(cfg, tokens, rows.train, rows.document, tokenizer, whole_word, cfg.eval_seed,
                                    limit))
     else:
         held = take(stream_examples(*settings, held=True), limit or sys.maxsize)

@@ -536,6 +536,21 @@ def test_streaming_run_resumes_to_the_same_weights(tiny_model_dir, small_corpus,
     assert resumed["eval"]["perplexity"] == pytest.approx(straight["eval"]["perplexity"], rel=1e-6)
 
 
+def test_streaming_with_a_held_out_file(tiny_model_dir, small_corpus, tmp_path):
+    """data.eval beside a streamed corpus: every line of it is held out (through the cache), none of the stream."""
+    from bertkit import corpus
+
+    held = tmp_path / "held.txt"
+    held.write_text("Warfarin needs INR monitoring.\n\nDigoxin has a long half-life.\n", encoding="utf-8")
+    result = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, tmp_path / "s", "data.streaming=true",
+                                    f"data.eval={held}", f"data.cache_dir={tmp_path / 'cache'}",
+                                    "train.max_steps=2", "head_warmup_steps=1"))
+    assert result["held_out_examples"] == 1  # group mode: both lines' 15 tokens make one block
+    stream = corpus.stream_examples(small_corpus, transformers.AutoTokenizer.from_pretrained(tiny_model_dir),
+                                    "wordpiece", "group", 64, 42, 0.0, held=True)
+    assert next(iter(stream), None) is None  # fraction 0: nothing of the stream is held out
+
+
 # ------------------------------------------------------------------------------------------ head warm-up
 
 
