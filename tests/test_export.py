@@ -3,6 +3,7 @@ sequence axes and matches PyTorch within 1e-4 on padded batches; a classify run'
 needs and predicts as the run does; without onnxruntime the command says how to install it."""
 
 import csv
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -41,7 +42,8 @@ def saved_head(name: str, root: Path, tokenizer_dir: str) -> str:
     """A tiny fine-tuned-looking model directory of one head, with a real tokenizer beside it."""
     model_class, overrides = HEADS[name]
     torch.manual_seed(0)
-    model = model_class(bertkit.BertkitConfig(**tiny_config_kwargs(**overrides)))
+    labels = {"id2label": {0: "O", 1: "B-PER", 2: "I-PER"}} if name == "token" else {}
+    model = model_class(bertkit.BertkitConfig(**tiny_config_kwargs(vocab_size=30522, **labels, **overrides)))
     model.save_pretrained(root / name)
     transformers.AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(root / name)
     return str(root / name)
@@ -70,6 +72,35 @@ def test_every_head_exports_with_dynamic_axes_and_matches_pytorch(name, tmp_path
             assert array.shape == tuple(reference.shape)
             real = real_positions(inputs["attention_mask"], reference)
             np.testing.assert_allclose(array[real], reference.numpy()[real], atol=1e-4, rtol=0)
+    if name in SAMPLE_FILES:  # predict through ONNX Runtime gives what predict gives with PyTorch
+        module = importlib.import_module(head.module)
+        for model_path, target in ((model_dir, tmp_path / "torch.jsonl"), (tmp_path / "onnx", tmp_path / "onnx.jsonl")):
+            module.predict_file(str(model_path), str(SHIPPED_DATA / SAMPLE_FILES[name]), str(target))
+        assert_close_records(read_jsonl(tmp_path / "onnx.jsonl"), read_jsonl(tmp_path / "torch.jsonl"))
+
+
+SHIPPED_DATA = Path(__file__).resolve().parent.parent / "data"
+SAMPLE_FILES = {"token": "ner/en/dev.conll", "qa": "qa/en/dev.json", "choice": "choice/en/dev.jsonl"}
+
+
+def read_jsonl(path: Path) -> list:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_close_records(got, expected) -> None:
+    """Equal, but for floats (scores, probabilities) within 1e-4."""
+    if isinstance(expected, float):
+        assert got == pytest.approx(expected, abs=1e-4)
+    elif isinstance(expected, dict):
+        assert got.keys() == expected.keys()
+        for key in expected:
+            assert_close_records(got[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(got) == len(expected)
+        for item, reference in zip(got, expected):
+            assert_close_records(item, reference)
+    else:
+        assert got == expected
 
 
 def real_positions(mask: torch.Tensor, reference: torch.Tensor) -> np.ndarray:
