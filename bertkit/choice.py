@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
 
 from .checkpoints import load_finetuned, load_tokenizer
+from .console import ExamplesProgress
 from .data import read_table, row_location
 from .errors import BertkitError
 from .modeling_bert import BertkitForMultipleChoice
 from .predict import run_batch, token_budget_batches
-from .training import console, read_run_config, write_json
+from .training import read_run_config, write_json
 
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
@@ -173,13 +173,12 @@ def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch
         feature.pop("labels", None)
     lengths = [max(len(ids) for ids in f["input_ids"]) * len(f["input_ids"]) for f in features]
     collate, results = MultipleChoiceCollator(chooser.tokenizer), [None] * len(features)
-    with Progress(transient=True, console=console) as progress:
-        task = progress.add_task("choosing", total=len(features))
+    with ExamplesProgress("choosing", len(features)) as progress:
         for batch in token_budget_batches(lengths, batch_size * chooser.max_length, batch_size):
             logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu()
             for row, index in enumerate(batch):
                 results[index] = logits[row].softmax(-1).numpy()
-            progress.advance(task, len(batch))
+            progress.advance(len(batch))
     return np.stack(results)
 
 

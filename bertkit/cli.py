@@ -233,9 +233,10 @@ def predict(
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa) or the chosen option (choice) — the model directory says which."""
+    from .console import console_session
     from .predict import inference_precision
 
-    with inference_precision(precision):
+    with console_session(), inference_precision(precision):  # bertkit's bar over examples, not transformers' bars
         count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
     typer.echo(f"wrote {count} predictions to {output}")
 
@@ -250,12 +251,12 @@ def evaluate(
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
 ):
     """Compute metrics of a fine-tuned model on a labelled file."""
+    from .console import console_session, result_line
     from .predict import inference_precision
-    from .training import summary_table
 
-    with inference_precision(precision):
+    with console_session(), inference_precision(precision):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
-    summary_table(f"{input_file}", metrics)
+    typer.echo(result_line(input_file, metrics))
     if output:
         typer.echo(f"saved metrics to {output}")
 

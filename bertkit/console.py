@@ -407,6 +407,47 @@ def use_display(trainer: transformers.Trainer) -> TrainingDisplay:
     return display
 
 
+# --------------------------------------------------------------------------------------- predict / evaluate
+
+
+class ExamplesProgress:
+    """One transient bar over the examples of a predict / evaluate (not its batches: a batch holds a varying number
+    of windows). `advance(n)` takes fractions, so that windows can count as their share of the examples. Drawn only
+    on a terminal: piped output gets the result line alone."""
+
+    def __init__(self, description: str, total: int):
+        self.progress = Progress(TextColumn(description), BarColumn(bar_width=None),
+                                 TextColumn("{task.completed:,.0f}/{task.total:,} examples"),
+                                 TextColumn("{task.fields[speed]}"), _TimeColumn(), console=console, transient=True,
+                                 expand=True, disable=not (console.is_terminal and shows("info")))
+        self.total = total
+        self.task = self.progress.add_task(description, total=total, speed="")
+        self.started = time.perf_counter()
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def advance(self, examples: float) -> None:
+        self.progress.advance(self.task, examples)
+        done = self.progress.tasks[0].completed
+        self.progress.update(self.task, speed=f"{done / max(time.perf_counter() - self.started, 1e-9):,.0f}/s")
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+
+PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_", "number_")  # per label: in the -o JSON, not the result line
+
+
+def result_line(source: str, metrics: dict) -> str:
+    """`dev.csv: accuracy 0.8125 · macro_f1 0.8012 · ...`: the overall figures of an evaluation in one line."""
+    shown = [f"{name} {fmt_metric(value)}" for name, value in metrics.items()
+             if isinstance(value, (int, float)) and not isinstance(value, bool)
+             and not str(name).startswith(PER_CLASS_PREFIXES)]
+    return f"{source}: {' · '.join(shown)}"
+
+
 # ------------------------------------------------------------------------------------------------ summaries
 
 
@@ -472,7 +513,7 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-__all__ = ["console", "say", "show", "warn", "mode", "shows", "is_main_process", "console_session", "run_log", "RunLog",
-           "LOG_FILE", "log_failure", "load_pretrained", "describe_loading", "module_names", "fmt_metric",
-           "fmt_duration", "TrainingDisplay", "use_display", "summary", "next_steps",
-           "next_commands"]
+__all__ = ["ExamplesProgress", "result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
+    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "load_pretrained", "describe_loading",
+    "module_names", "fmt_metric", "fmt_duration", "TrainingDisplay", "use_display", "summary", "next_steps",
+    "next_commands"]

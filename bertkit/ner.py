@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
 
 from .checkpoints import load_finetuned, load_tokenizer
+from .console import ExamplesProgress, say
 from .data import json_lines, read_table, read_text, row_location
 from .errors import BertkitError
 from .metrics import SeqevalMetric
 from .modeling_bert import BertkitForTokenClassification
 from .predict import run_batch, token_budget_batches
-from .training import console, read_run_config, write_json
+from .training import read_run_config, write_json
 
 IGNORE_INDEX = -100
 SCHEMES = ("IOB2", "IOB1", "BIOES")
@@ -717,14 +717,13 @@ def predict_word_probabilities(tagger: Tagger, sentences: list[Sentence], batch_
     windows = build_windows(tagger.tokenizer, sentences, tagger.max_length, tagger.stride)
     lengths = [len(f["input_ids"]) for f in windows.features]
     rows: list[np.ndarray | None] = [None] * len(lengths)
-    with Progress(transient=True, console=console) as progress:
-        task = progress.add_task("tagging", total=len(lengths))
+    with ExamplesProgress("tagging", len(sentences)) as progress:  # windows count as their share of sentences
         for batch in token_budget_batches(lengths, batch_size * tagger.max_length, batch_size):
             padded = tagger.tokenizer.pad([windows.features[i] for i in batch], return_tensors="pt")
             probs = run_batch(tagger.model, padded).logits.float().softmax(-1).cpu().numpy()
             for row, index in enumerate(batch):
                 rows[index] = probs[row, 1:lengths[index] - 1]
-            progress.advance(task, len(batch))
+            progress.advance(len(batch) * len(sentences) / max(len(lengths), 1))
     o_id = {v: k for k, v in tagger.id2label.items()}["O"]
     return windows.word_probabilities(rows, o_id, len(tagger.id2label))
 
@@ -751,7 +750,7 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     tagger = load_tagger(model_dir)
     data = read_ner_file(input_path, tagger.read)
     for note in data.notes:
-        console.print(f"[bold]bertkit[/]: {note}")
+        say(note)
     probs = predict_word_probabilities(tagger, data.sentences, batch_size)
     predicted = [decode(p, tagger.id2label)[0] for p in probs]
     metrics = score_tags(predicted, [s.tags for s in data.sentences], tagger.strict, tagger.scheme)

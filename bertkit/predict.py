@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
 
 from .checkpoints import LOAD_PRECISION, load_finetuned, load_tokenizer
 from .classification import describe_prediction, probabilities, score
+from .console import ExamplesProgress
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
 from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
@@ -102,7 +102,7 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
 
 @torch.inference_mode()
 def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[str] | None,
-                          batch_size: int = 64, progress: Progress | None = None, task=None) -> np.ndarray:
+                          batch_size: int = 64, progress: ExamplesProgress | None = None) -> np.ndarray:
     """(N, C) probabilities for the N documents, in the order given; with long_doc.strategy=chunk, each document's
     windows are run in the same token-budget batches as everything else and aggregated per document."""
     long_doc = classifier.long_doc
@@ -118,7 +118,7 @@ def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[
         for row, index in enumerate(batch_indices):
             results[index] = logits[row]
         if progress is not None:  # in documents: windows count as their share of the documents
-            progress.advance(task, len(batch_indices) * len(texts) / len(features))
+            progress.advance(len(batch_indices) * len(texts) / len(features))
     probs = probabilities(np.stack(results), classifier.labels.kind)
     return probs if long_doc.strategy != "chunk" else aggregate(probs, windows.doc_ids, classifier.labels.kind,
                                                                 long_doc.aggregate)
@@ -135,10 +135,9 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     classifier = load_classifier(model_dir)
     dataset, columns, _ = load_split(input_path, classifier.column_overrides, classifier.labels, require_label=False)
     writer = _RecordWriter(output_path, classifier.labels)
-    with writer, Progress(transient=True) as progress:
-        task = progress.add_task("predicting", total=len(dataset))
+    with writer, ExamplesProgress("predicting", len(dataset)) as progress:
         for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier)):
-            probs = predict_probabilities(classifier, texts, pairs, batch_size, progress, task)
+            probs = predict_probabilities(classifier, texts, pairs, batch_size, progress)
             for text, row in zip(texts, probs):
                 writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold)})
     return len(dataset)
@@ -148,9 +147,8 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     """Metrics of the model on a labelled file; labels the model never saw are an error, not a silent mismatch."""
     classifier = load_classifier(model_dir)
     dataset, columns, _ = load_split(input_path, classifier.column_overrides, classifier.labels, require_label=True)
-    with Progress(transient=True) as progress:
-        task = progress.add_task("evaluating", total=len(dataset))
-        probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress, task)
+    with ExamplesProgress("evaluating", len(dataset)) as progress:
+        probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress)
                                 for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier))])
     metrics = score(probs, list(dataset["labels"]), classifier.labels, classifier.labels.threshold)
     if output_path:

@@ -526,7 +526,7 @@ def load_qa_model(model_dir: str) -> QAModel:
                    str(getattr(config, "qa_language", "en")), None if threshold is None else float(threshold))
 
 
-def run_windows(model, tokenizer, windows: Windows, batch_size: int = 64) -> tuple[list, list]:
+def run_windows(model, tokenizer, windows: Windows, batch_size: int = 64, progress=None) -> tuple[list, list]:
     """Start and end logits of every window (one 1-D array each, in window order), batched under a token budget."""
     import torch
 
@@ -542,21 +542,26 @@ def run_windows(model, tokenizer, windows: Windows, batch_size: int = 64) -> tup
             for row, w in enumerate(batch):
                 starts[w] = output.start_logits[row, :lengths[w]].float().cpu().numpy()
                 ends[w] = output.end_logits[row, :lengths[w]].float().cpu().numpy()
+            if progress is not None:  # in questions: windows count as their share of them
+                progress.advance(len(batch) * progress.total / max(len(windows), 1))
     return starts, ends
 
 
 def predict_examples(qa: QAModel, examples: list[QAExample], batch_size: int = 64) -> list[Prediction]:
     windows = make_windows(examples, qa.tokenizer, qa.max_length, qa.doc_stride, qa.max_question_length,
                            with_labels=False)
-    starts, ends = run_windows(qa.model, qa.tokenizer, windows, batch_size)
+    from .console import ExamplesProgress
+
+    with ExamplesProgress("answering", len(examples)) as progress:
+        starts, ends = run_windows(qa.model, qa.tokenizer, windows, batch_size, progress)
     return postprocess(starts, ends, windows, examples, qa.n_best, qa.max_answer_length)
 
 
 def _print_report(report: ReadReport) -> None:
-    from .training import console
+    from .console import warn
 
     for line in report.lines():
-        console.print(f"[yellow]bertkit[/]: {line}")
+        warn(line)
 
 
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:

@@ -177,7 +177,7 @@ def save_tiny(model_class, path, **config):
 
 
 def test_new_head_is_one_line_and_pretraining_heads_are_expected(tmp_path, captured):
-    buffer = captured(100)
+    buffer = captured(300)
     path = save_tiny(transformers.BertForPreTraining, tmp_path / "stock")
     run_console.load_pretrained(bertkit.BertkitForSequenceClassification, path, num_labels=2)
     lines = buffer.getvalue().splitlines()
@@ -239,3 +239,31 @@ def test_report_to_tensorboard_still_reports(tmp_path):
     trainer = tiny_trainer(tmp_path, report_to="tensorboard")
     run_console.use_display(trainer)
     assert any(type(c).__name__ == "TensorBoardCallback" for c in trainer.callback_handler.callbacks)
+
+
+# ------------------------------------------------------------------------------------------------ predict / evaluate
+
+
+def test_evaluate_prints_one_result_line_and_predict_one_line(tiny_run, tmp_path):
+    _, out = tiny_run
+    dev = small_split(tmp_path, "dev", 8)
+    result = subprocess.run([str(SCRIPT), "evaluate", str(out), str(dev)], capture_output=True, text=True,
+                            cwd=tmp_path, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"{dev}: accuracy 0.") and "macro_f1" in lines[0], lines
+    assert "f1_positive" not in lines[0]  # per-label figures: in -o JSON
+    result = subprocess.run([str(SCRIPT), "predict", str(out), str(dev), "-o", str(tmp_path / "p.jsonl")],
+                            capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=300)
+    assert result.returncode == 0
+    assert (result.stdout + result.stderr).strip() == f"wrote 8 predictions to {tmp_path}/p.jsonl"
+
+
+def test_progress_of_predict_counts_examples_not_batches(monkeypatch):
+    buffer = io.StringIO()
+    monkeypatch.setattr(run_console, "console", Console(file=buffer, width=100, force_terminal=True))
+    with run_console.ExamplesProgress("tagging", 10) as progress:
+        for _ in range(4):  # e.g. 4 batches of windows, each worth 2.5 sentences
+            progress.advance(2.5)
+            progress.progress.refresh()
+    assert "10/10 examples" in buffer.getvalue()
