@@ -284,12 +284,14 @@ def inspect_command(
     dev: Optional[str] = typer.Option(None, "--dev", help="A dev file: checked for overlap with the first file."),
     model: str = typer.Option("all-MiniLM-L6-v2", "--model", "-m", help="Whose tokenizer counts the tokens."),
     max_length: int = typer.Option(128, "--max-length", help="The max_length you plan to train with."),
+    label_kind: str = typer.Option("auto", "--label-kind", help="single, multi or regression, as data.label_kind "
+                                   "decides a label column that auto refuses as ambiguous."),
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
     from .inspection import coverage_table, inspect_data
     from .training import summary_table
 
-    report = inspect_data(train_file, dev, model, max_length)
+    report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
     summary_table(f"{train_file}: {report['rows']} rows", {
         **{f"column {k}": v for k, v in report["columns"].items() if v},
         "label kind": report["label_kind"], **{f"label {k}": v for k, v in report["labels"].items()}})

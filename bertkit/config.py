@@ -1,6 +1,6 @@
 """YAML file + `key.sub=value` overrides -> a recipe's typed `@dataclass Config`, with errors that name the key.
 
-    bertkit run classify -c recipes/configs/classify/en_sentiment.yaml train.learning_rate=3.0e-5 llrd=0.9
+    bertkit run classify -c classify/en_sentiment train.learning_rate=3.0e-5 llrd=0.9
       -> the YAML file becomes a dict, each override is written into it (the command line wins),
       -> the dict is checked against the dataclass annotations and turned into the recipe's config,
       -> the `train:` mapping is checked against `transformers.TrainingArguments` (the recipe does not declare
@@ -36,6 +36,7 @@ from typing import Any, Literal, NamedTuple, Union
 import yaml
 
 from bertkit.errors import BertkitError, ConfigValueError
+from bertkit.shipped import is_shipped, rebase_shipped_paths
 
 logger = logging.getLogger(__name__)
 
@@ -660,6 +661,8 @@ def load_config(config_cls: type, path: str | os.PathLike | None, overrides: typ
     if not _is_dataclass_type(config_cls):
         raise TypeError(f"load_config needs a dataclass type, got {config_cls!r}")
     data, by_key = _read_yaml(path) if path is not None else ({}, {})
+    if path is not None and is_shipped(path):  # its sample-data paths name files shipped with bertkit
+        data = rebase_shipped_paths(data)
     for text in overrides:
         _apply_override(data, by_key, text)
     return _build(config_cls, data, "", _Sources(by_key))
