@@ -58,7 +58,7 @@ def say(message: str) -> None:
     """A line of bertkit's own, on the console (not in quiet mode) and in train.log."""
     run_log.write(f"bertkit: {message}")
     if shows("info"):
-        console.print(f"[bold]bertkit[/]: {escape(message)}")
+        console.print(f"[bold]bertkit[/]: {escape(message)}", soft_wrap=not console.is_terminal)  # a file: whole
 
 
 def show(renderable, kind: str = "info") -> None:
@@ -71,7 +71,7 @@ def warn(message: str) -> None:
     """Something unexpected: shown in every mode, and kept in train.log."""
     run_log.write(f"bertkit: warning: {message}")
     if shows("warning"):
-        console.print(f"[bold yellow]bertkit: warning[/]: {escape(message)}")
+        console.print(f"[bold yellow]bertkit: warning[/]: {escape(message)}", soft_wrap=not console.is_terminal)
 
 
 # ------------------------------------------------------------------------------------------------- train.log
@@ -102,6 +102,8 @@ class RunLog:
         self.lines = []
 
     def write(self, line: str) -> None:
+        if not is_main_process():  # rank 0 writes the log; the others would only hold lines in memory
+            return
         if self.handle is not None:
             self.handle.write(line.rstrip("\n") + "\n")
             self.handle.flush()
@@ -217,15 +219,26 @@ def load_pretrained(model_class, path: str, **kwargs):
     their shape differs. Verbose mode shows transformers' report as it is."""
     if mode() == "verbose":
         return model_class.from_pretrained(path, **kwargs)
+    with quiet_load_report():
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    describe_loading(info, path)
+    return model
+
+
+@contextlib.contextmanager
+def quiet_load_report() -> Iterator[None]:
+    """transformers' load report into train.log instead of the console, for a caller that reads the loading info
+    (`output_loading_info=True`) and says what matters itself. Verbose mode leaves the report on the console."""
+    if mode() == "verbose":
+        yield
+        return
     report_logger = logging.getLogger("transformers.modeling_utils")
     dropper = _DropLoadReport()
     report_logger.addFilter(dropper)
     try:
-        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+        yield
     finally:
         report_logger.removeFilter(dropper)
-    describe_loading(info, path)
-    return model
 
 
 def describe_loading(info: dict, path: str) -> None:
@@ -514,6 +527,7 @@ def fmt_duration(seconds: float) -> str:
 
 
 __all__ = ["ExamplesProgress", "result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
-    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "load_pretrained", "describe_loading",
+    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "load_pretrained", "quiet_load_report",
+    "describe_loading",
     "module_names", "fmt_metric", "fmt_duration", "TrainingDisplay", "use_display", "summary", "next_steps",
     "next_commands"]

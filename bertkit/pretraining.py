@@ -373,8 +373,11 @@ def load_mlm_model(path: str, nsp: bool = False):
     output starts from the same pooler as one fine-tuned from the original checkpoint."""
     from bertkit import BertkitForMaskedLM, BertkitForPreTraining, BertkitModel
 
+    from .console import quiet_load_report
+
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
-    model, info = model_class.from_pretrained(path, output_loading_info=True)
+    with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
+        model, info = model_class.from_pretrained(path, output_loading_info=True)
     missing = sorted(info["missing_keys"])
     report = {"new_mlm_keys": [k for k in missing if k.startswith("cls.predictions.")],
               "new_nsp_keys": [k for k in missing if k.startswith("cls.seq_relationship.")],
@@ -382,7 +385,8 @@ def load_mlm_model(path: str, nsp: bool = False):
     if nsp:
         report["pooler"] = "new" if any(".pooler." in f".{k}" for k in missing) else "kept"
     elif any(".pooler." in f".{k}" for k in info["unexpected_keys"]):
-        model.bert.pooler = BertkitModel.from_pretrained(path).pooler
+        with quiet_load_report():
+            model.bert.pooler = BertkitModel.from_pretrained(path).pooler
         report["pooler"] = "kept"
     report["mlm_head"] = "new" if report["new_mlm_keys"] else "loaded"
     return model, report

@@ -267,3 +267,32 @@ def test_progress_of_predict_counts_examples_not_batches(monkeypatch):
             progress.advance(2.5)
             progress.progress.refresh()
     assert "10/10 examples" in buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------ --quiet / --verbose
+
+
+def cli_run(tmp_path, tiny_model_dir, *flags):
+    from typer.testing import CliRunner
+
+    from bertkit.cli import app
+
+    out = tmp_path / f"run{'-'.join(flags)}"
+    result = CliRunner().invoke(app, ["run", "classify", *flags, f"model={tiny_model_dir}",
+                                      f"data.train={small_split(tmp_path, 'train', 8)}",
+                                      f"data.eval={small_split(tmp_path, 'dev', 4)}", f"output_dir={out}",
+                                      "precision=fp32", "train.num_train_epochs=1", "train.logging_steps=1"])
+    assert result.exit_code == 0, result.output
+    return result.output, out
+
+
+def test_quiet_run_shows_the_summary_only_and_verbose_the_raw_stream(tmp_path, tiny_model_dir):
+    quiet, out = cli_run(tmp_path, tiny_model_dir, "--quiet")
+    assert quiet.startswith("classify: single labels, dev metrics"), quiet
+    assert "dev  epoch" not in quiet and "bertkit: 8 train" not in quiet
+    assert f"bertkit predict {out}" in quiet
+    assert '"eval_loss"' in (out / "train.log").read_text()  # nothing lost: the log has it all
+
+    verbose, out = cli_run(tmp_path, tiny_model_dir, "--verbose")
+    assert "'eval_loss'" in verbose and "LOAD REPORT" in verbose  # Trainer's printed dicts, transformers' report
+    assert "classify: single labels, dev metrics" in verbose and (out / "train.log").exists()
