@@ -131,6 +131,15 @@ _TRAIN_RULES = {
 }
 
 
+def check_precision_keys(train: dict) -> None:
+    """train.fp16 / train.bf16 beside the recipe's precision: the run would mix both (or TrainingArguments refuses)."""
+    for name in ("fp16", "bf16"):
+        if name in train:
+            raise ConfigValueError(f"train.{name}", f"config key 'train.{name}' is not accepted: the top-level "
+                                                    f"precision decides it (and sets what the device needs) — set "
+                                                    f"precision={name} instead")
+
+
 def check_train_numbers(train: dict) -> None:
     for name, (test, rule, fix) in _TRAIN_RULES.items():
         value = train.get(name)
@@ -260,6 +269,7 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
     check_learning_rates(cfg.llrd, cfg.head_lr)
     if hasattr(cfg, "lora"):
         check_lora(cfg.lora)
+    check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
     check_trainer_settings(cfg, has_eval)
     if model:
@@ -271,7 +281,8 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 __all__ = [
     "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
-    "check_probability", "check_model", "check_data_file", "check_resume", "check_train_numbers",
+    "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
+    "check_train_numbers",
     "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
     "check_trainer_settings", "check_recipe",
 ]

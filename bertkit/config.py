@@ -600,8 +600,6 @@ _REFUSED_TRAIN_KEYS = {
                   "top-level output_dir=... instead",
     "seed": "it duplicates the top-level seed, which the recipe passes on — set the top-level seed=... instead",
     "resume_from_checkpoint": "the Trainer ignores it — set the top-level resume=true or resume=<checkpoint path>",
-    "fp16": "the top-level precision decides it (and sets what the device needs) — set precision=fp16 instead",
-    "bf16": "the top-level precision decides it (and sets what the device needs) — set precision=bf16 instead",
     "hub_token": "a token in a config is written in plain text to bertkit_config.yaml and training_args.bin — set "
                  "the HF_TOKEN environment variable or run `hf auth login` instead",
 }
