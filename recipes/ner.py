@@ -72,7 +72,7 @@ class Config:
     early_stopping_patience: int | None = None
     """Stop after this many evaluations without improvement (needs data.eval)."""
     resume: bool | str = False
-    """true resumes from the last checkpoint in output_dir; or a checkpoint path."""
+    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
     overwrite: bool = False
     """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
     seed: int = 42
