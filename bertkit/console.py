@@ -155,6 +155,7 @@ def console_session(chosen: str = "normal") -> Iterator[None]:
     saved = {"mode": mode(), "verbosity": tf_logging.get_verbosity(), "bars": tf_logging.is_progress_bar_enabled()}
     file_handler, console_handler = _RunLogHandler(logging.INFO), _ConsoleWarningHandler(logging.WARNING)
     _mode["name"] = chosen
+    run_log.close()  # a run started in this process before (a test calling a recipe's main) keeps its log to itself
     tf_logging.disable_default_handler()
     tf_logging.set_verbosity_info()  # into train.log; the console handler shows warnings only
     for handler in (file_handler, console_handler):
@@ -167,6 +168,7 @@ def console_session(chosen: str = "normal") -> Iterator[None]:
     try:
         yield
     finally:
+        run_log.close()  # the run's log ends with its command: a later command in this process writes elsewhere
         for handler in (file_handler, console_handler):
             tf_logging.remove_handler(handler)
             logging.getLogger("py.warnings").removeHandler(handler)
