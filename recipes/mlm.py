@@ -34,6 +34,7 @@ import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
+from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, all_rows, blank_flags, default_num_proc,
@@ -44,8 +45,8 @@ from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, Pretra
                                  extend_vocabulary, find_new_tokens, load_mlm_model, mask_once, masked_perplexity,
                                  resolve_whole_word, scratch_config, scratch_size, train_wordpiece, warm_up_head,
                                  write_vocab_txt)
-from bertkit.training import (console, finish_run, is_main_process, optimizer_with_llrd, resume_checkpoint, run_trainer,
-                              start_run, summary_table, training_arguments)
+from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_summary,
+                              run_trainer, start_run, training_arguments)
 
 
 @dataclass
@@ -182,12 +183,6 @@ def check_data(cfg: Config) -> None:
         require(data.shuffle_buffer >= 0, "data.shuffle_buffer", data.shuffle_buffer, "0 or more", "e.g. 10000")
 
 
-def show(message: str) -> None:
-    """Print once: in a single process, or in rank 0 of a torchrun launch."""
-    if is_main_process():
-        console.print(message)
-
-
 def num_proc(cfg: Config) -> int:
     return cfg.data.num_proc or default_num_proc()
 
@@ -214,18 +209,18 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
                                                                             cfg.vocab.lowercase)
         config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
         model_class = transformers.AutoModelForPreTraining if cfg.nsp else transformers.AutoModelForMaskedLM
-        show(f"[bold]bertkit[/]: from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
+        say(f"from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
              f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
         return model_class.from_config(config), tokenizer, {"mlm_head": "new", "scratch": size}
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     model, notes = load_mlm_model(model_path, nsp=cfg.nsp)
     if notes["mlm_head"] == "new":
-        show(f"[bold yellow]bertkit[/]: {cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
+        warn(f"{cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
              "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
              "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
     if cfg.nsp and notes["new_nsp_keys"]:
-        show("[bold]bertkit[/]: the checkpoint has no NSP head: a new one is initialised")
+        say("the checkpoint has no NSP head: a new one is initialised")
     if cfg.data.max_length > model.config.max_position_embeddings:
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{model.config.max_position_embeddings} positions — set data.max_length<="
@@ -236,7 +231,7 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
         extend_vocabulary(model, tokenizer, new)
         notes["new_tokens"] = [token.word for token in new]
         shown = ", ".join(f"{t.word} ({len(t.pieces)} pieces, x{t.count})" for t in new[:8])
-        show(f"[bold]bertkit[/]: vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
+        say(f"vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
              f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
     return model, tokenizer, notes
 
@@ -258,7 +253,7 @@ def prepare_data(cfg: Config) -> tuple:
     whole_word = resolve_whole_word(cfg.masking.whole_word, corpus.sample_texts())
     model, tokenizer, notes = build_model(cfg, corpus.texts)
     hit = corpus.tokenize(tokenizer, whole_word, cfg.nsp, num_proc(cfg))
-    show(f"[bold]bertkit[/]: tokenized corpus {'loaded from the datasets cache' if hit else 'written to'} "
+    say(f"tokenized corpus {'loaded from the datasets cache' if hit else 'written to'} "
          f"{Path(corpus.tokens.cache_files[0]['filename']).parent if corpus.tokens.cache_files else 'memory'}")
     notes["tokens_cached"] = hit
     train = build_examples(cfg, corpus.tokens, corpus.split.train, corpus.split.document, tokenizer, whole_word,
@@ -333,7 +328,7 @@ def main(cfg: Config) -> dict:
     prepare = prepare_stream if cfg.data.streaming else prepare_data
     model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
     count = "streamed" if cfg.data.streaming else len(train_examples)
-    show(f"[bold]bertkit[/]: {count} train / {len(eval_examples)} held-out examples "
+    say(f"{count} train / {len(eval_examples)} held-out examples "
          f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
          f"whole-word masking: {whole_word}")
 
@@ -348,7 +343,7 @@ def main(cfg: Config) -> dict:
     before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
     before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
     before["head"] = before_head
-    show(f"[bold]bertkit[/]: held-out perplexity before training: {before['perplexity']:.2f} "
+    say(f"held-out perplexity before training: {before['perplexity']:.2f} "
          f"({before['masked_tokens']} masked tokens; {before_head})")
     # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
     train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
@@ -373,13 +368,12 @@ def main(cfg: Config) -> dict:
                "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
-    summary_table("mlm: held-out perplexity (fixed masks)", {
+    run_summary("mlm: held-out perplexity (fixed masks)", {
         "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
         "masked tokens": after["masked_tokens"], "before measured": before_head,
         **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
         "MLM head": notes["mlm_head"], "new tokens": len(results["new_tokens"]), "whole-word masking": whole_word,
-        "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"],
-        "saved to": str(output_dir)})
+        "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"]}, output_dir, "mlm")
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results
