@@ -85,13 +85,14 @@ def copy_text(source: Path, target: Path) -> str:
     text = source.read_text(encoding="utf-8")
     if source.suffix != ".yaml" or not is_shipped(source):
         return text
-    lines = []
+    lines, header_done = [], False
     for line in text.split("\n"):
         match = _PATH_LINE.match(line)
-        if line.lstrip().startswith("#"):
-            line = _HEADER_CONFIG.sub(lambda m: f"{m['flag']} {target}", line, count=1)
-        elif match and shipped_file(match["value"]) is not None:
-            line = f"{match['key']}{shipped_file(match['value'])}{match['rest']}"
+        found = shipped_file(match["value"]) if match else None
+        if not header_done and line.startswith("# bertkit run"):  # the command that runs this file, not others
+            line, header_done = _HEADER_CONFIG.sub(lambda m: f"{m['flag']} {target}", line, count=1), True
+        elif found is not None:
+            line = f"{match['key']}{found}{match['rest']}"
         lines.append(line)
     return "\n".join(lines)
 

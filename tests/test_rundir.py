@@ -58,8 +58,8 @@ def copy_of(run: Path, tmp_path: Path, name: str = "run") -> Path:
     return Path(shutil.copytree(run, tmp_path / name))
 
 
-def interrupt_at(monkeypatch, step: int):
-    """Make Trainer stop (KeyboardInterrupt) right after the checkpoint of `step` is saved."""
+def run_interrupted_at(monkeypatch, step: int, args: list[str]) -> None:
+    """Run a recipe that stops (KeyboardInterrupt) right after the checkpoint of `step` is saved, as a kill would."""
     original = transformers.Trainer._save_checkpoint
 
     def save_then_crash(self, *args, **kwargs):
@@ -68,7 +68,9 @@ def interrupt_at(monkeypatch, step: int):
             raise KeyboardInterrupt("simulated interruption")
 
     monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", save_then_crash)
-    return original
+    with pytest.raises(KeyboardInterrupt):
+        run_recipe(args)
+    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original)
 
 
 # ------------------------------------------------------------------------------------------ the completion record
@@ -210,10 +212,7 @@ def test_a_run_that_stops_before_training_changes_nothing(finished, tiny_model_d
 def test_rerun_into_an_unfinished_run_is_refused_and_resume_continues_it(tiny_model_dir, sentiment, tmp_path,
                                                                        monkeypatch):  # noqa: F811
     out = tmp_path / "run"
-    original = interrupt_at(monkeypatch, 6)
-    with pytest.raises(KeyboardInterrupt):
-        run_recipe(overrides(tiny_model_dir, sentiment, out, *STEPS))
-    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original)
+    run_interrupted_at(monkeypatch, 6, overrides(tiny_model_dir, sentiment, out, *STEPS))
     with pytest.raises(BertkitError, match=r"already holds an unfinished run .*resume=true to continue it"):
         run_recipe(overrides(tiny_model_dir, sentiment, out, *STEPS))
     assert (out / "checkpoint-6").is_dir()  # the refusal touched nothing
@@ -269,10 +268,7 @@ def test_a_directory_held_by_a_live_run_is_not_read(tiny_model_dir, tmp_path):
 def test_resume_refuses_checkpoints_of_another_config_or_data(tiny_model_dir, sentiment, tmp_path,
                                                              monkeypatch):  # noqa: F811
     out = tmp_path / "run"
-    original = interrupt_at(monkeypatch, 6)
-    with pytest.raises(KeyboardInterrupt):
-        run_recipe(overrides(tiny_model_dir, sentiment, out, *STEPS))
-    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original)
+    run_interrupted_at(monkeypatch, 6, overrides(tiny_model_dir, sentiment, out, *STEPS))
     rundir.release(out)
     result = runner.invoke(app, ["run", "classify", *overrides(tiny_model_dir, sentiment, out, *STEPS, "resume=true",
                                                                "train.learning_rate=2.0e-3")])
@@ -292,10 +288,7 @@ def test_resume_refuses_checkpoints_of_another_config_or_data(tiny_model_dir, se
 def test_resume_passes_over_a_checkpoint_killed_while_saving(tiny_model_dir, sentiment, tmp_path, monkeypatch,
                                                              capsys):  # noqa: F811
     out = tmp_path / "run"
-    original = interrupt_at(monkeypatch, 6)
-    with pytest.raises(KeyboardInterrupt):
-        run_recipe(overrides(tiny_model_dir, sentiment, out, *STEPS))
-    monkeypatch.setattr(transformers.Trainer, "_save_checkpoint", original)
+    run_interrupted_at(monkeypatch, 6, overrides(tiny_model_dir, sentiment, out, *STEPS))
     partial = out / "checkpoint-6"  # as a kill in the middle of writing the weights leaves it
     for name in ("trainer_state.json", "optimizer.pt", "scheduler.pt"):
         (partial / name).unlink()

@@ -112,3 +112,10 @@ def test_every_shipped_sample_path_exists(name):
     for key in ("train", "eval"):
         if data["data"].get(key):
             assert (ROOT / data["data"][key]).is_file(), (name, key)
+
+
+def test_cp_points_only_the_header_command_at_the_copy(tmp_path):
+    copied = tmp_path / "en_medical.yaml"
+    text = copy_text(CONFIGS_DIR / "mlm" / "en_medical.yaml", copied)
+    assert text.splitlines()[0] == f"# bertkit run mlm -c {copied}"
+    assert "# Then: bertkit run classify -c classify/en_sentiment model=runs/mlm_en_medical" in text
