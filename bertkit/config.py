@@ -666,6 +666,13 @@ def load_config(config_cls: type, path: str | os.PathLike | None, overrides: typ
     return _build(config_cls, data, "", _Sources(by_key))
 
 
+def build_config(config_cls: type, data: dict, source: str, prefix: str = "") -> Any:
+    """A dataclass instance from a plain mapping read from `source` (a file name), checked and typed as a recipe
+    config is; errors name `prefix.key` and the source."""
+    return _build(config_cls, data, prefix, _Sources({prefix or "": source} if prefix else
+                                                      {str(name): source for name in data}))
+
+
 def _plain(value: Any) -> Any:
     """Dataclasses, paths, enums and tuples -> the dicts, strings and lists that YAML writes."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -781,6 +788,7 @@ def config_header_command(path: str | os.PathLike) -> str | None:
 
 __all__ = [
     "REQUIRED",
+    "build_config",
     "TRAIN_KEY",
     "ConfigField",
     "config_header_command",

@@ -41,10 +41,10 @@ from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, all_rows
                             held_by_hash, open_corpus, read_lines, stream_examples, stream_lines, streaming_dataset,
                             take, tokenize_rows)
 from bertkit.masking import MaskingCollator
-from bertkit.pretraining import (MaskedEvalTrainer, MaskingEpochCallback, PretrainingCollator, count_words,
-                                 extend_vocabulary, find_new_tokens, load_mlm_model, mask_once, masked_perplexity,
-                                 resolve_whole_word, scratch_config, scratch_size, train_wordpiece, warm_up_head,
-                                 write_vocab_txt)
+from bertkit.pretraining import (MaskingEpochCallback, PretrainingCollator, count_words, extend_vocabulary,
+                                 find_new_tokens, load_mlm_model, mask_once, resolve_whole_word, scratch_config,
+                                 scratch_size, train_wordpiece, warm_up_head, write_vocab_txt)
+from bertkit.tasks.mlm.evaluation import MaskedEvalTrainer, masked_perplexity
 from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_summary,
                               run_trainer, start_run, training_arguments)
 

@@ -24,8 +24,9 @@ from bertkit.errors import BertkitError
 from bertkit.masking import MaskingCollator
 from bertkit.pretraining import (MaskingEpochCallback, NewToken, count_words, decoder_is_tied, documents_from_lines,
                                  extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
-                                 mask_once, masked_perplexity, read_documents, resolve_whole_word, split_documents,
+                                 mask_once, read_documents, resolve_whole_word, split_documents,
                                  train_wordpiece, with_example_ids)
+from bertkit.tasks.mlm.evaluation import masked_perplexity
 from bertkit.tokenization import chinese_bert_tokenizer, read_vocab
 
 ROOT = Path(__file__).resolve().parent.parent

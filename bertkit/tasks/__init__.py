@@ -1,0 +1,81 @@
+"""The tasks bertkit fine-tunes and serves, and the one table that maps a saved architecture to its task.
+
+Each task is a module (or a package) `bertkit.tasks.<name>` whose `__all__` starts with the same seven names, in
+this order (`INTERFACE`): read its files, encode them into model rows, its metrics, the inference settings a run
+saves beside the model (a dataclass), load a predictor, predict a file, evaluate a file. Task modules sit above the
+model and the data readers and below the Trainer wiring: they import nothing from `bertkit.training`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+INTERFACE = ("read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
+             "evaluate_file")
+SETTINGS_KEY = "bertkit_task_settings"  # config.json key holding a task's Settings, saved with the model
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    """Module under bertkit.tasks, and the recipe that fine-tunes it."""
+    suffix: str
+    """End of the architecture name in config.json, e.g. ForSequenceClassification."""
+    pipeline_tag: str
+    """The Hub's pipeline tag for a model card."""
+    auto_class: str
+    """The transformers Auto class that loads such a checkpoint."""
+    peft_task_type: str | None = None
+    """peft's task_type for an adapter on this head (adapter folders carry no architecture)."""
+
+
+TASKS = (
+    Task("classify", "ForSequenceClassification", "text-classification", "AutoModelForSequenceClassification",
+         "SEQ_CLS"),
+    Task("ner", "ForTokenClassification", "token-classification", "AutoModelForTokenClassification", "TOKEN_CLS"),
+    Task("qa", "ForQuestionAnswering", "question-answering", "AutoModelForQuestionAnswering", "QUESTION_ANS"),
+    Task("choice", "ForMultipleChoice", "multiple-choice", "AutoModelForMultipleChoice"),
+    Task("mlm", "ForMaskedLM", "fill-mask", "AutoModelForMaskedLM"),
+    Task("mlm", "ForPreTraining", "fill-mask", "AutoModelForPreTraining"),
+)
+FINE_TUNED = ("classify", "ner", "qa", "choice")  # tasks that predict and evaluate on the user's labelled files
+
+
+def task_of_architecture(architecture: str | None) -> Task | None:
+    """The task of a config.json architecture ('BertForTokenClassification' -> ner), None for a bare encoder."""
+    return next((task for task in TASKS if architecture and architecture.endswith(task.suffix)), None)
+
+
+def task_of_peft(task_type: str | None) -> Task | None:
+    """The task of a peft adapter_config.json task_type ('SEQ_CLS' -> classify)."""
+    return next((task for task in TASKS if task_type and task.peft_task_type == task_type), None)
+
+
+def task_module(name: str) -> ModuleType:
+    """bertkit.tasks.<name>, imported on first use (the CLI loads only the task it runs)."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def settings_dict(settings: Any) -> dict:
+    """A task's Settings as the plain dict saved under SETTINGS_KEY in config.json."""
+    return dataclasses.asdict(settings)
+
+
+def read_settings(settings_cls: type, model_config: Any, source: str, legacy: dict | None = None) -> Any:
+    """A task's Settings from a model config (a PretrainedConfig or config.json's dict), typed and checked as a
+    recipe config is (a bad value names `bertkit_task_settings.<key>` and the file). `legacy` (the settings of a
+    model saved before SETTINGS_KEY existed) is used when the key is absent; without either, the defaults."""
+    from bertkit.config import build_config
+
+    saved = (model_config.get(SETTINGS_KEY) if isinstance(model_config, dict)
+             else getattr(model_config, SETTINGS_KEY, None))
+    data = saved if saved is not None else (legacy or {})
+    return build_config(settings_cls, data, source, prefix=SETTINGS_KEY if saved is not None else "")
+
+
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "FINE_TUNED", "task_of_architecture", "task_of_peft",
+           "task_module", "settings_dict", "read_settings"]
