@@ -30,12 +30,21 @@ def no_dropout_model_dir(tmp_path_factory, tiny_model_dir):
     return str(path)
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def launch(processes: int, args: list[str]) -> subprocess.CompletedProcess:
-    if processes == 1:
-        command = [sys.executable, "-m", "bertkit", *args]
-    else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-                   "--master_port", "29533", "-m", "bertkit", *args]
+    """`bertkit ARGS` in one process, or under torchrun on a free port (a fixed port fails while another torchrun
+    run, or a killed one's socket, holds it)."""
+    command = [sys.executable, "-m", "bertkit", *args]
+    if processes > 1:
+        command[1:2] = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+                        str(free_port()), "-m"]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=600)
 
 
@@ -69,23 +78,6 @@ def test_classify_two_processes_match_one(no_dropout_model_dir, sentiment, tmp_p
     assert double.stderr.count("dev metrics") == 1, double.stderr[-2000:]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _launch_mlm(processes: int, args: list[str]) -> subprocess.CompletedProcess:
-    """Like `launch`, on a free port (the mlm test may run beside other torchrun tests on this machine)."""
-    command = [sys.executable, "-m", "bertkit", "run", "mlm", *args]
-    if processes > 1:
-        command[1:3] = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                        str(_free_port()), "-m", "bertkit"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=600)
-
-
 @pytest.mark.slow
 def test_mlm_two_processes_match_one(no_dropout_model_dir, tmp_path):
     """Masks are drawn per example from (seed, epoch, row), so 2 processes x 4 mask exactly as 1 process x 8 does:
@@ -99,13 +91,13 @@ def test_mlm_two_processes_match_one(no_dropout_model_dir, tmp_path):
     data = [f"data.train={tmp_path / 'train.txt'}", f"data.eval={tmp_path / 'eval.txt'}", "data.mode=group",
             "masking.whole_word=wordpiece", "train.logging_steps=5"]
 
-    single = _launch_mlm(1, [*common(no_dropout_model_dir, tmp_path / "one", *data),
-                             "train.per_device_train_batch_size=8"])
+    single = launch(1, ["run", "mlm", *common(no_dropout_model_dir, tmp_path / "one", *data),
+                       "train.per_device_train_batch_size=8"])
     assert single.returncode == 0, single.stderr[-3000:]
     # 19 full global batches of 8: no ragged last step, which 2 processes would pad with repeated examples
     assert "152 train" in single.stderr
-    double = _launch_mlm(2, [*common(no_dropout_model_dir, tmp_path / "two", *data),
-                             "train.per_device_train_batch_size=4"])
+    double = launch(2, ["run", "mlm", *common(no_dropout_model_dir, tmp_path / "two", *data),
+                       "train.per_device_train_batch_size=4"])
     assert double.returncode == 0, double.stderr[-3000:]
 
     assert_same_weights(tmp_path / "one", tmp_path / "two")

@@ -1,0 +1,149 @@
+"""The library's shape, checked: every task exposes the same interface, modules stay small, and the import graph
+points one way only (model at the bottom, tasks above it, the Trainer wiring above tasks, the CLI on top)."""
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+
+from bertkit import tasks
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bertkit"
+TASK_NAMES = sorted({task.name for task in tasks.TASKS})
+
+# Each module's layer; a module may import only modules of its own layer or below. Longest prefix wins.
+LAYERS = {
+    "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
+    "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
+    "bertkit.optim": 0, "bertkit.windows": 0, "bertkit.padding": 0, "bertkit.unpadding": 0,
+    "bertkit.modeling_bert": 1,
+    "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.display": 2, "bertkit.precision": 2,
+    "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
+    "bertkit.tasks": 3,
+    "bertkit.config": 4, "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
+    "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
+    "bertkit.cli": 5, "bertkit.__main__": 5,
+}
+LAYER_NAMES = ["base", "model", "data/run-dir/console", "tasks", "Trainer wiring", "CLI"]
+MAX_LINES, MODEL_MAX_LINES, MAX_FUNCTION_LINES = 420, 700, 40
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    prefix = max((name for name in LAYERS if module == name or module.startswith(name + ".")), key=len, default=None)
+    assert prefix is not None, f"{module} has no layer in test_structure.LAYERS: add it"
+    return LAYERS[prefix]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """bertkit modules a file imports, at the top or inside functions (`from .x import y` resolved)."""
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names
+                         if (PACKAGE.parent / f"{module}.{alias.name}".replace(".", "/")).is_dir()
+                         or (PACKAGE.parent / (f"{module}.{alias.name}".replace(".", "/") + ".py")).is_file())
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "bertkit" or name.startswith("bertkit.")}
+
+
+LIBRARY_FILES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path):
+    me = module_name(path)
+    upward = [f"{other} ({LAYER_NAMES[layer_of(other)]})" for other in imported_modules(path)
+              if layer_of(other) > layer_of(me)]
+    assert not upward, f"{me} ({LAYER_NAMES[layer_of(me)]}) imports a higher layer: {', '.join(sorted(upward))}"
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_files_and_functions_stay_small(path):
+    source = path.read_text()
+    limit = MODEL_MAX_LINES if path.name == "modeling_bert.py" else MAX_LINES
+    assert source.count("\n") <= limit, f"{path.name} has {source.count(chr(10))} lines (at most {limit})"
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{path.name}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
+
+
+def test_the_architecture_table_names_every_head():
+    from bertkit import modeling_bert
+
+    heads = [name.removeprefix("Bertkit") for name in modeling_bert.__all__
+             if name.startswith("BertkitFor")]
+    assert sorted(heads) == sorted(task.suffix for task in tasks.TASKS)
+    assert tasks.task_of_architecture("BertForTokenClassification").name == "ner"
+    assert tasks.task_of_architecture("BertModel") is None
+    assert tasks.task_of_peft("SEQ_CLS").name == "classify"
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_every_task_exposes_the_same_interface_in_the_same_order(name):
+    module = tasks.task_module(name)
+    assert tuple(module.__all__[:len(tasks.INTERFACE)]) == tasks.INTERFACE
+    for attribute in tasks.INTERFACE:
+        assert callable(getattr(module, attribute)), f"bertkit.tasks.{name}.{attribute}"
+    assert dataclasses.is_dataclass(module.Settings) and callable(module.Settings.check)
+    reference = tasks.task_module("classify")
+    for function in ("predict_file", "evaluate_file", "load_predictor"):
+        assert (list(inspect.signature(getattr(module, function)).parameters)
+                == list(inspect.signature(getattr(reference, function)).parameters)), f"{name}.{function}"
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_task_settings_round_trip_through_the_model_config(name, tmp_path):
+    import transformers
+
+    settings_cls = tasks.task_module(name).Settings
+    settings = settings_cls()
+    config = transformers.BertConfig(**{tasks.SETTINGS_KEY: tasks.settings_dict(settings)})
+    config.save_pretrained(tmp_path)
+    reloaded = transformers.BertConfig.from_pretrained(tmp_path)
+    assert tasks.read_settings(settings_cls, reloaded, str(tmp_path / "config.json")) == settings
+
+
+def test_a_bad_saved_setting_names_its_key_and_file(tmp_path):
+    from bertkit.errors import BertkitError
+
+    settings_cls = tasks.task_module("classify").Settings
+    saved = {**tasks.settings_dict(settings_cls()), "max_length": "long"}
+    with pytest.raises(BertkitError, match=r"bertkit_task_settings\.max_length.*config\.json"):
+        tasks.read_settings(settings_cls, {tasks.SETTINGS_KEY: saved}, str(tmp_path / "config.json"))
+
+
+def test_task_modules_load_without_the_trainer_wiring():
+    """Serving a model (predict / evaluate) must not pull in the training stack's modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys, bertkit.tasks as t\n"
+            "[t.task_module(n) for n in ('classify', 'ner', 'qa', 'choice', 'mlm')]\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('bertkit.training', 'bertkit.config', "
+            "'bertkit.cli', 'bertkit.hub', 'bertkit.model_card'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject.toml names its packages one by one: a new subpackage missing there is missing from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {module_name(init) for init in PACKAGE.rglob("__init__.py") if "shipped" not in init.parts}
+    assert packages <= listed, f"add to pyproject.toml [tool.setuptools] packages: {sorted(packages - listed)}"
+
