@@ -5,7 +5,6 @@ rows and their probabilities aggregated, so there is always one result per input
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 from dataclasses import dataclass, field
@@ -14,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoints import LOAD_PRECISION, load_finetuned, load_tokenizer
+from .checkpoints import load_finetuned, load_tokenizer
 from .classification import describe_prediction, probabilities, score
 from .console import ExamplesProgress
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
+from .inference import INFERENCE_PRECISIONS, inference_precision, run_batch, token_budget_batches
 from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
 from .modeling_bert import BertkitForSequenceClassification
-from .training import RUN_CONFIG_FILE, read_run_config, resolve_precision, write_json
+from .training import RUN_CONFIG_FILE, read_run_config, write_json
 
-INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 CHUNK_ROWS = 2048  # rows tokenized and sorted together; bounds memory on large files
 LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (every strategy but head)
 
@@ -57,47 +56,6 @@ def _long_doc_config(saved: dict | None, model_dir: str) -> LongDocConfig:
     except TypeError as error:
         raise BertkitError(f"{Path(model_dir) / RUN_CONFIG_FILE}: long_doc has a key this bertkit does not know "
                            f"({error}) — fix or remove it") from None
-
-
-def run_batch(model, batch):
-    """The model's outputs for one padded batch, built on CPU and moved to the model's device."""
-    return model(**{key: value.to(model.device) for key, value in batch.items()})
-
-
-@contextlib.contextmanager
-def inference_precision(precision: str):
-    """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
-    the device runs it natively, else fp32) - what `precision` means for training too. int8: models loaded inside
-    are quantized (dynamic int8 linear layers, on CPU; see checkpoints.quantize_int8), ONNX exports run their int8
-    graph."""
-    if precision not in INFERENCE_PRECISIONS:
-        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
-    token = LOAD_PRECISION.set(precision)
-    try:
-        if precision == "int8":
-            yield
-            return
-        flags, _ = resolve_precision(precision)
-        dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
-        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
-            yield
-    finally:
-        LOAD_PRECISION.reset(token)
-
-
-def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within max_tokens."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    batches, current, longest = [], [], 0
-    for index in order:
-        longest_if_added = max(longest, lengths[index])
-        if current and (len(current) + 1 > max_rows or (len(current) + 1) * longest_if_added > max_tokens):
-            batches.append(current)
-            current, longest_if_added = [], lengths[index]
-        current.append(index)
-        longest = longest_if_added
-    return batches + ([current] if current else [])
 
 
 @torch.inference_mode()
@@ -189,5 +147,5 @@ class _RecordWriter:
         self.handle.close()
 
 
-__all__ = ["Classifier", "load_classifier", "run_batch", "inference_precision", "token_budget_batches",
-           "predict_probabilities", "predict_file", "evaluate_file"]
+__all__ = ["INFERENCE_PRECISIONS", "Classifier", "load_classifier", "run_batch", "inference_precision",
+           "token_budget_batches", "predict_probabilities", "predict_file", "evaluate_file"]

@@ -1,0 +1,58 @@
+"""What every task's predictor shares at inference time: the precision predict / evaluate run at, length-sorted
+batches under a token budget, and one padded batch through the model on its device."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .checkpoints import LOAD_PRECISION
+from .errors import BertkitError
+from .precision import resolve_precision
+
+INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
+
+
+def run_batch(model, batch):
+    """The model's outputs for one padded batch, built on CPU and moved to the model's device."""
+    return model(**{key: value.to(model.device) for key, value in batch.items()})
+
+
+@contextlib.contextmanager
+def inference_precision(precision: str):
+    """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
+    the device runs it natively, else fp32) - what `precision` means for training too. int8: models loaded inside
+    are quantized (dynamic int8 linear layers, on CPU; see checkpoints.quantize_int8), ONNX exports run their int8
+    graph."""
+    if precision not in INFERENCE_PRECISIONS:
+        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
+    token = LOAD_PRECISION.set(precision)
+    try:
+        if precision == "int8":
+            yield
+            return
+        flags, _ = resolve_precision(precision)
+        dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+            yield
+    finally:
+        LOAD_PRECISION.reset(token)
+
+
+def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
+    """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within max_tokens."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches, current, longest = [], [], 0
+    for index in order:
+        longest_if_added = max(longest, lengths[index])
+        if current and (len(current) + 1 > max_rows or (len(current) + 1) * longest_if_added > max_tokens):
+            batches.append(current)
+            current, longest_if_added = [], lengths[index]
+        current.append(index)
+        longest = longest_if_added
+    return batches + ([current] if current else [])
+
+
+__all__ = ["INFERENCE_PRECISIONS", "run_batch", "inference_precision", "token_budget_batches"]
