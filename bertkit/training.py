@@ -21,19 +21,14 @@ from .config import config_to_dict, save_config
 from .console import console, is_main_process, mode, next_steps, run_log, say, show, summary, use_display
 from .errors import BertkitError
 from .optim import ADAMW_OPTIMS, build_optimizer, lr_table, optim_name
-from .rundir import RUN_CONFIG_FILE
+from .precision import resolve_precision
+from .rundir import CURVE_FILE, METRICS_FILE, RUN_CONFIG_FILE, read_run_config, write_json
 
 logger = logging.getLogger("bertkit")
 
-METRICS_FILE = "metrics.json"
-CURVE_FILE = "training_curve.png"
 
 
 # ------------------------------------------------------------------------------------------------------ precision
-
-
-def cpu_supports_bf16() -> bool:
-    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
 # glibc's malloc hands a freed block above its mmap threshold (at most 32 MB by default) back to the OS, and the next
@@ -56,37 +51,6 @@ def keep_freed_memory() -> bool:
                     and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     except (OSError, AttributeError):  # another C library
         return False
-
-
-def resolve_precision(precision: str, cuda: bool | None = None) -> tuple[dict, str]:
-    """TrainingArguments flags for `precision` (auto | fp32 | fp16 | bf16), and a sentence saying what and why."""
-    cuda = torch.cuda.is_available() if cuda is None else cuda
-    cuda_bf16 = cuda and torch.cuda.is_bf16_supported()
-    if precision == "auto":
-        if cuda:
-            precision = "bf16" if cuda_bf16 else "fp16"
-            why = "CUDA GPU " + ("with bf16 support" if cuda_bf16 else "without bf16: fp16 with loss scaling")
-        elif cpu_supports_bf16():
-            precision, why = "bf16", "CPU with native bf16 matmul (AVX-512 BF16 / AMX)"
-        else:
-            precision, why = "fp32", "CPU without native bf16"
-    else:
-        why = "asked for"
-    return _precision_flags(precision, cuda, cuda_bf16), f"precision {precision} ({why})"
-
-
-def _precision_flags(precision: str, cuda: bool, cuda_bf16: bool) -> dict:
-    if precision == "fp32":
-        return {} if cuda else {"use_cpu": True}
-    if precision == "fp16":
-        if not cuda:
-            raise BertkitError("precision=fp16 needs a CUDA GPU — use precision=bf16 (CPU autocast) or fp32")
-        return {"fp16": True}
-    if precision == "bf16":
-        if cuda and not cuda_bf16:
-            raise BertkitError("this GPU has no bf16 support — use precision=fp16 or fp32")
-        return {"bf16": True} if cuda else {"bf16": True, "use_cpu": True}
-    raise BertkitError(f"precision must be auto, fp32, fp16 or bf16, got {precision!r}")
 
 
 # ---------------------------------------------------------------------------------------------- LoRA
@@ -281,28 +245,12 @@ def run_trainer(trainer: transformers.Trainer, cfg):
 # ---------------------------------------------------------------------------------------------- run outputs
 
 
-def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=_jsonable) + "\n", encoding="utf-8")
-
-
-def _jsonable(value):
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
-
-
 def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
     if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
         cfg = copy.copy(cfg)
         cfg.overwrite = False
     return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
                        command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
-
-
-def read_run_config(output_dir: str) -> dict:
-    """The resolved config a run saved beside its model ({} if there is none)."""
-    path = Path(output_dir) / RUN_CONFIG_FILE
-    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.exists() else {}
 
 
 def plot_training_curve(log_history: list[dict], path: Path, metric: str | None) -> Path | None:
