@@ -96,9 +96,9 @@ def check_data_file(path: str | None, key: str, hub: bool = True) -> None:
         return
     if os.path.isdir(path):
         raise ConfigValueError(key, f"config key '{key}': {path} is a folder — point {key} at one data file in it")
-    from .data import _looks_like_hub_name
+    from .data.readers import looks_like_hub_name
 
-    if hub and _looks_like_hub_name(str(path)):
+    if hub and looks_like_hub_name(str(path)):
         return
     hint = ", or give a Hub dataset name like user/name" if hub else ""
     raise ConfigValueError(key, f"config key '{key}': no such file {path} — check the path{hint}")
