@@ -13,7 +13,7 @@ without an MLM head (MiniLM) first trains its new head alone for head_warmup_ste
 figure is the pretrained encoder's and not a random head's (metrics.json says which it is). The output directory is a
 valid model= for every fine-tuning recipe (the MLM head is dropped there, the encoder kept).
 
-Data (bertkit/corpus.py): the corpus is read and tokenized through `datasets` into Arrow files in the datasets
+Data (bertkit/tasks/mlm/corpus.py): the corpus is read and tokenized through `datasets` into Arrow files in the datasets
 cache (data.cache_dir, default HF_DATASETS_CACHE), by data.num_proc worker processes; examples are read from the
 memory-mapped tokens, so memory stays flat in corpus size, and a rerun with the same corpus and tokenizer loads the
 cache instead of tokenizing (also after a change of max_length, mode or seed). data.streaming=true reads a .txt
@@ -37,14 +37,18 @@ from bertkit.checks import at_key, check_max_length, check_probability, check_re
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, all_rows, blank_flags, default_num_proc,
-                            held_by_hash, open_corpus, read_lines, stream_examples, stream_lines, streaming_dataset,
-                            take, tokenize_rows)
-from bertkit.masking import MaskingCollator
-from bertkit.pretraining import (MaskingEpochCallback, PretrainingCollator, count_words, extend_vocabulary,
-                                 find_new_tokens, load_mlm_model, mask_once, resolve_whole_word, scratch_config,
-                                 scratch_size, train_wordpiece, warm_up_head, write_vocab_txt)
+from bertkit.tasks import settings_dict
+from bertkit.tasks.mlm import Settings
+from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows, NspPairs
+from bertkit.tasks.mlm.corpus import (Corpus, all_rows, blank_flags, default_num_proc, open_corpus, read_lines,
+                                      tokenize_rows)
 from bertkit.tasks.mlm.evaluation import MaskedEvalTrainer, masked_perplexity
+from bertkit.tasks.mlm.heads import load_mlm_model, warm_up_head
+from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, PretrainingCollator, mask_once
+from bertkit.tasks.mlm.streaming import held_by_hash, stream_examples, stream_lines, streaming_dataset, take
+from bertkit.tasks.mlm.vocabulary import (count_words, extend_vocabulary, find_new_tokens, scratch_config,
+                                          scratch_size, train_wordpiece, write_vocab_txt)
+from bertkit.tasks.mlm.words import resolve_whole_word
 from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_summary,
                               run_trainer, start_run, training_arguments)
 
@@ -321,6 +325,13 @@ def warm_up(cfg: Config, model, tokenizer, notes: dict, examples, masking: dict)
     return f"after {steps} head-only steps (encoder frozen, lr {cfg.head_warmup_lr:g})"
 
 
+def task_settings(cfg: Config, whole_word: str) -> Settings:
+    """What `bertkit evaluate` needs to mask held-out text as this run did, saved in the model's config.json."""
+    return Settings(max_length=cfg.data.max_length, mode=cfg.data.mode, whole_word=whole_word,
+                    mlm_probability=cfg.masking.probability, mask_replace_prob=cfg.masking.mask_replace_prob,
+                    random_replace_prob=cfg.masking.random_replace_prob, nsp=cfg.nsp, seed=cfg.eval_seed)
+
+
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
@@ -367,6 +378,7 @@ def main(cfg: Config) -> dict:
                "tokens_cached": notes.get("tokens_cached"),
                "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
+    trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
     run_summary("mlm: held-out perplexity (fixed masks)", {
         "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],

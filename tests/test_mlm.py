@@ -1,4 +1,4 @@
-"""The mlm recipe and bertkit.pretraining: held-out perplexity with fixed masks, resuming to the same weights,
+"""The mlm recipe and bertkit.tasks.mlm: held-out perplexity with fixed masks, resuming to the same weights,
 vocabulary extension, a fresh tied MLM head for MiniLM, from-scratch tokenizer + model, and chaining the output
 into classify.
 
@@ -21,12 +21,13 @@ import bertkit
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
-from bertkit.masking import MaskingCollator
-from bertkit.pretraining import (MaskingEpochCallback, NewToken, count_words, decoder_is_tied, documents_from_lines,
-                                 extend_vocabulary, find_new_tokens, group_examples, line_examples, load_mlm_model,
-                                 mask_once, read_documents, resolve_whole_word, split_documents,
-                                 train_wordpiece, with_example_ids)
 from bertkit.tasks.mlm.evaluation import masked_perplexity
+from bertkit.tasks.mlm.examples import (documents_from_lines, group_examples, line_examples, read_examples,
+                                        split_documents)
+from bertkit.tasks.mlm.heads import decoder_is_tied, load_mlm_model
+from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, mask_once, with_example_ids
+from bertkit.tasks.mlm.vocabulary import NewToken, count_words, extend_vocabulary, find_new_tokens, train_wordpiece
+from bertkit.tasks.mlm.words import resolve_whole_word
 from bertkit.tokenization import chinese_bert_tokenizer, read_vocab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +176,7 @@ def test_mask_once_is_reproducible_by_seed(en):
 
 def test_documents_split_and_whole_word_auto(tmp_path):
     assert documents_from_lines(["a", "b", "", "  ", "c", ""]) == [["a", "b"], ["c"]]
-    docs = read_documents(EN_CORPUS)
+    docs = read_examples(EN_CORPUS)
     assert len(docs) > 90 and all(docs)
     train, held = split_documents(docs, 0.05, seed=0)
     assert len(held) == 5 and len(train) + len(held) == len(docs)
@@ -183,8 +184,8 @@ def test_documents_split_and_whole_word_auto(tmp_path):
     assert not {tuple(d) for d in held} & {tuple(d) for d in train}
     table = tmp_path / "corpus.jsonl"
     table.write_text('{"id": 1, "content": "First line.\\nSecond line."}\n{"id": 2, "content": "Other."}\n')
-    assert read_documents(str(table)) == [["First line.", "Second line."], ["Other."]]
-    zh_texts = [p for d in read_documents(ZH_CORPUS) for p in d]
+    assert read_examples(str(table)) == [["First line.", "Second line."], ["Other."]]
+    zh_texts = [p for d in read_examples(ZH_CORPUS) for p in d]
     assert resolve_whole_word("auto", zh_texts) == "chinese"
     assert resolve_whole_word("auto", [p for d in docs for p in d]) == "wordpiece"
     assert resolve_whole_word("none", zh_texts) == "none"
@@ -326,7 +327,7 @@ def test_minilm_gets_a_fresh_tied_mlm_head_and_the_run_says_so(minilm_dir, small
 
 
 def test_train_wordpiece_special_ids_and_reload(tmp_path):
-    texts = [p for d in read_documents(EN_CORPUS)[:40] for p in d]
+    texts = [p for d in read_examples(EN_CORPUS)[:40] for p in d]
     tokenizer = train_wordpiece(texts, vocab_size=800)
     vocab = tokenizer.get_vocab()
     assert [vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
@@ -428,11 +429,11 @@ def test_second_run_loads_the_tokens_from_the_cache(tiny_model_dir, small_corpus
 def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path):
     """Tokenizing is row-wise and blocks are read from the token table, so 1 or 2 workers give exactly the blocks
     and windows that group_examples / line_examples make from the whole training text in one process."""
-    from bertkit import corpus
+    from bertkit.tasks.mlm import blocks, corpus
 
     lines = corpus.read_lines(EN_CORPUS, cache_dir=str(tmp_path))
     split = corpus.split_rows(corpus.blank_flags(lines), 0.05, seed=3)
-    train_docs, held_docs = split_documents(read_documents(EN_CORPUS), 0.05, seed=3)
+    train_docs, held_docs = split_documents(read_examples(EN_CORPUS), 0.05, seed=3)
     texts = [p for doc in train_docs for p in doc]
     assert list(corpus.iter_texts(lines, split.train)) == texts
     assert list(corpus.iter_texts(lines, split.held)) == [p for doc in held_docs for p in doc]
@@ -440,10 +441,10 @@ def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path
     expected_lines = line_examples(texts, en, 64, "none")["input_ids"]
     for workers in (1, 2):
         tokens, _ = corpus.tokenize_rows(lines, en, "wordpiece", num_proc=workers)
-        blocks = corpus.GroupBlocks(tokens, split.train, 128, en.cls_token_id, en.sep_token_id)
+        blocks = blocks.GroupBlocks(tokens, split.train, 128, en.cls_token_id, en.sep_token_id)
         assert [b["input_ids"] for b in blocks] == expected_blocks, workers
         assert [b["example_id"] for b in blocks] == list(range(len(expected_blocks)))
-        windows = corpus.LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
+        windows = blocks.LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
         assert [w["input_ids"] for w in windows] == expected_lines, workers
 
 
@@ -459,7 +460,7 @@ def _units(word_ids):
 
 
 def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
-    from bertkit import corpus
+    from bertkit.tasks.mlm import blocks, corpus
 
     zh = chinese_bert_tokenizer()
     lines = corpus.read_lines(ZH_CORPUS, cache_dir=str(tmp_path))
@@ -467,7 +468,7 @@ def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
     texts = list(corpus.iter_texts(lines, split.train))
     expected = group_examples(texts, zh, 64, "chinese")
     tokens, _ = corpus.tokenize_rows(lines, zh, "chinese", num_proc=2)
-    blocks = list(corpus.GroupBlocks(tokens, split.train, 64, zh.cls_token_id, zh.sep_token_id))
+    blocks = list(blocks.GroupBlocks(tokens, split.train, 64, zh.cls_token_id, zh.sep_token_id))
     assert [b["input_ids"] for b in blocks] == expected["input_ids"]
     assert [_units(b["word_ids"]) for b in blocks] == [_units(w) for w in expected["word_ids"]]
 
@@ -479,13 +480,13 @@ def test_fingerprints_are_stable_across_processes_and_calls(en):
     import subprocess
     import sys
 
-    from bertkit import corpus
+    from bertkit.tasks.mlm import corpus
 
     digest = corpus.tokenizer_digest(en)
     en("some text " * 100, truncation=True, max_length=16)
     assert corpus.tokenizer_digest(en) == digest
     step = corpus.step_fingerprint("parent", "tokenize", tokenizer=digest, whole_word="none", sentences=False)
-    code = ("import transformers; from bertkit import corpus; "
+    code = ("import transformers; from bertkit.tasks.mlm import corpus; "
             f"t = transformers.AutoTokenizer.from_pretrained({en.name_or_path!r}); "
             "print(corpus.step_fingerprint('parent', 'tokenize', tokenizer=corpus.tokenizer_digest(t), "
             "whole_word='none', sentences=False))")
@@ -539,7 +540,7 @@ def test_streaming_run_resumes_to_the_same_weights(tiny_model_dir, small_corpus,
 
 def test_streaming_with_a_held_out_file(tiny_model_dir, small_corpus, tmp_path):
     """data.eval beside a streamed corpus: every line of it is held out (through the cache), none of the stream."""
-    from bertkit import corpus
+    from bertkit.tasks.mlm import streaming
 
     held = tmp_path / "held.txt"
     held.write_text("Warfarin needs INR monitoring.\n\nDigoxin has a long half-life.\n", encoding="utf-8")
@@ -547,7 +548,7 @@ def test_streaming_with_a_held_out_file(tiny_model_dir, small_corpus, tmp_path):
                                     f"data.eval={held}", f"data.cache_dir={tmp_path / 'cache'}",
                                     "train.max_steps=2", "head_warmup_steps=1"))
     assert result["held_out_examples"] == 1  # group mode: both lines' 15 tokens make one block
-    stream = corpus.stream_examples(small_corpus, transformers.AutoTokenizer.from_pretrained(tiny_model_dir),
+    stream = streaming.stream_examples(small_corpus, transformers.AutoTokenizer.from_pretrained(tiny_model_dir),
                                     "wordpiece", "group", 64, 42, 0.0, held=True)
     assert next(iter(stream), None) is None  # fraction 0: nothing of the stream is held out
 

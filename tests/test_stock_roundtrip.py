@@ -21,7 +21,7 @@ from bertkit.checkpoints import load_finetuned
 from bertkit.cli import load_recipe
 from bertkit.errors import BertkitError
 from bertkit.model_card import render_model_card
-from bertkit.pretraining import NewToken, extend_vocabulary
+from bertkit.tasks.mlm.vocabulary import NewToken, extend_vocabulary
 from bertkit.training import LoraOptions, add_lora
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,7 +11,7 @@ import torch
 import transformers
 
 from bertkit.errors import BertkitError
-from bertkit.pretraining import IGNORE_INDEX, pad_masked
+from bertkit.tasks.mlm.masking import IGNORE_INDEX, pad_masked
 
 
 def masked_lm_sums(model, batch: dict[str, torch.Tensor]) -> dict[str, float | int]:

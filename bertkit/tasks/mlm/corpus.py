@@ -3,7 +3,7 @@
     lines = read_lines("corpus.txt")                       # Arrow, memory-mapped; one row per line
     split = split_rows(blank_flags(lines), 0.05, seed=42)  # held-out documents, as row numbers
     tokens = tokenize_rows(lines, tokenizer, "wordpiece")  # datasets.map, num_proc workers, cached
-    train = GroupBlocks(tokens, split.train, max_length=128, cls=..., sep=...)   # a torch Dataset view
+    train = GroupBlocks(tokens, split.train, max_length=128, cls=..., sep=...)   # blocks.py: a torch Dataset view
 
 Why rows are lines and blocks are a view:
 - A document can be the whole file (a corpus without blank lines is one document), so the unit that goes through
@@ -14,19 +14,18 @@ Why rows are lines and blocks are a view:
 - Blocks of the concatenated text (`GroupBlocks`), windows of long lines (`LineWindows`) and NSP sentence pairs
   (`NspPairs`) are read on demand from the memory-mapped token column (zero-copy numpy slices), through small
   per-row offset arrays: no second copy of the corpus on disk, and exactly the blocks that concatenating all
-  training paragraphs in one process gives (`bertkit.pretraining.group_examples`) — block k is tokens
+  training paragraphs in one process gives (`examples.group_examples`) — block k is tokens
   [k*(L-2), (k+1)*(L-2)) of the training paragraphs in file order, whatever num_proc was.
 - Fingerprints are explicit (`Hasher.hash` of the parent fingerprint, the step's settings, a digest of the
   tokenizer's vocabulary and rules, and CORPUS_VERSION), so a second run with the same corpus and settings finds
   the cache files whatever process computes them, and any change of tokenizer or settings misses.
 
-Streaming (`stream_examples`): the same blocks and windows built from a `datasets` streaming read, for corpora
+Streaming (`streaming.py`): the same blocks and windows built from a `datasets` streaming read, for corpora
 larger than the disk cache; held-out rows are picked by a hash of (seed, row), so no length is needed.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -38,12 +37,12 @@ from typing import Any, Iterator
 
 import datasets
 import numpy as np
-import pyarrow.compute as pc
-import torch
 from datasets.fingerprint import Hasher
 from filelock import FileLock
 
 from bertkit.errors import BertkitError
+from bertkit.tasks.mlm.nsp import split_sentences
+from bertkit.tasks.mlm.words import add_word_ids
 
 CORPUS_VERSION = "1"
 """Part of every fingerprint: bump it when a map function changes what it writes, so old caches are not reused."""
@@ -107,7 +106,7 @@ def read_lines(path: str, text_column: str | None = None, cache_dir: str | None 
                num_proc: int = 1) -> datasets.Dataset:
     """The corpus as one row per line (`text`), memory-mapped from the datasets cache. A .txt file as it is
     (blank lines separate documents); a table's text cells become their lines followed by one blank row, so
-    each cell is a document, as `bertkit.pretraining.read_documents` reads it."""
+    each cell is a document, as `examples.read_examples` reads it."""
     suffix = Path(path).suffix.lower()
     if suffix == ".txt":
         return _load(path, "text", {"sample_by": "line"}, cache_dir)
@@ -165,7 +164,7 @@ def iter_texts(lines: datasets.Dataset, rows: np.ndarray) -> Iterator[str]:
         yield from (text.strip() for text in lines[rows[start:start + ROW_BATCH].tolist()]["text"])
 
 
-# -------------------------------------------------------------------------------------------------- documents
+# --------------------------------------------------------------------------------------------------- documents
 
 
 @dataclass(frozen=True)
@@ -204,7 +203,7 @@ def documents_of(blank: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def split_rows(blank: np.ndarray, fraction: float, seed: int) -> RowSplit:
-    """`bertkit.pretraining.split_documents` on row numbers: the same seeded sample (random.sample picks
+    """`examples.split_documents` on row numbers: the same seeded sample (random.sample picks
     positions, so sampling range(n) picks what sampling a list of n units does): documents with ten or more,
     else paragraphs (each held-out paragraph its own document)."""
     if not 0.0 < fraction < 1.0:
@@ -245,8 +244,6 @@ class EncodeRows:
     sentences: bool = False
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        from bertkit.pretraining import split_sentences
-
         texts = [(text or "").strip() for text in batch["text"]]
         parts = [split_sentences(t) if self.sentences else ([t] if t else []) for t in texts]
         flat = [p for row in parts for p in row]
@@ -269,8 +266,6 @@ class EncodeRows:
             return [], ([] if self.whole_word == "chinese" else None)
         if self.whole_word != "chinese":
             return self.tokenizer(texts, add_special_tokens=False)["input_ids"], None
-        from bertkit.masking import add_word_ids
-
         enc = add_word_ids(texts, self.tokenizer, "chinese", add_special_tokens=False)
         return enc["input_ids"], [[-1 if w is None else w for w in row] for row in enc["word_ids"]]
 
@@ -295,175 +290,7 @@ def tokenize_rows(lines: datasets.Dataset, tokenizer, whole_word: str, sentences
                       remove_columns=lines.column_names, features=token_features(chinese, sentences))
 
 
-# ----------------------------------------------------------------------------------------------- example views
-
-
-class ListColumn:
-    """Rows of a list<int32> column of an Arrow-backed dataset as zero-copy numpy slices of the memory-mapped
-    file. Pickles as the dataset (which pickles as its file paths); the slices are rebuilt on first use."""
-
-    def __init__(self, dataset: datasets.Dataset, column: str):
-        self.dataset, self.column = dataset, column
-        self._parts: list | None = None
-
-    def __getstate__(self):
-        return {"dataset": self.dataset, "column": self.column, "_parts": None}
-
-    def _load(self) -> None:
-        chunks = self.dataset.data.column(self.column).chunks
-        self._starts = np.cumsum([0] + [len(chunk) for chunk in chunks])
-        self._parts = [(chunk.offsets.to_numpy(), chunk.values.to_numpy(zero_copy_only=False)) for chunk in chunks]
-
-    def lengths(self) -> np.ndarray:
-        """(N,) int64 list lengths (reads only the offsets)."""
-        chunks = self.dataset.data.column(self.column).chunks
-        return np.concatenate([pc.list_value_length(c).to_numpy(zero_copy_only=False).astype(np.int64)
-                               for c in chunks] or [np.zeros(0, np.int64)])
-
-    def __getitem__(self, row: int) -> np.ndarray:
-        if self._parts is None:
-            self._load()
-        chunk = bisect.bisect_right(self._starts, row) - 1
-        offsets, values = self._parts[chunk]
-        local = row - self._starts[chunk]
-        return values[offsets[local]:offsets[local + 1]]
-
-
-def _cumulative(lengths: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-
-
-class _View(torch.utils.data.Dataset):
-    """Examples made on demand from token rows; `limit` keeps the first ones only (a capped held-out set)."""
-
-    count: int
-    limit: int | None = None
-
-    def __len__(self) -> int:
-        return self.count if self.limit is None else min(self.count, self.limit)
-
-    def __getitem__(self, k: int) -> dict[str, Any]:
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return {**self.example(int(k)), "example_id": int(k)}
-
-    def __iter__(self):
-        return (self[k] for k in range(len(self)))
-
-
-class GroupBlocks(_View):
-    """The training rows' tokens concatenated in order and cut into `[CLS] max_length-2 tokens [SEP]` blocks (the
-    last may be shorter); chinese word ids ride along, each row's shifted past the previous row's in the block."""
-
-    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, max_length: int, cls: int, sep: int,
-                 limit: int | None = None):
-        self.ids = ListColumn(tokens, "input_ids")
-        self.words = ListColumn(tokens, "word_ids") if "word_ids" in tokens.column_names else None
-        self.rows, self.size, self.cls, self.sep, self.limit = rows, max_length - 2, cls, sep, limit
-        self.starts = _cumulative(self.ids.lengths()[rows])  # (R+1,) token offset of each row in the stream
-        self.count = -(-int(self.starts[-1]) // self.size)
-
-    def example(self, k: int) -> dict[str, Any]:
-        start = k * self.size
-        end = min(start + self.size, int(self.starts[-1]))
-        ids, words, shift = [self.cls], [None], 0
-        i = int(np.searchsorted(self.starts, start, side="right")) - 1
-        while i < len(self.rows) and self.starts[i] < end:
-            lo, hi = max(start - self.starts[i], 0), min(end - self.starts[i], self.starts[i + 1] - self.starts[i])
-            ids += self.ids[int(self.rows[i])][lo:hi].tolist()
-            if self.words is not None:
-                shift = _extend_words(words, self.words[int(self.rows[i])][lo:hi].tolist(), shift)
-            i += 1
-        out = {"input_ids": ids + [self.sep]}
-        if self.words is not None:
-            out["word_ids"] = words + [None]
-        return out
-
-
-def _extend_words(words: list, row: list[int], shift: int) -> int:
-    """Append one row's word ids (-1 = none) shifted by `shift`; the next row's shift (ids stay distinct)."""
-    top = -1
-    for w in row:
-        words.append(None if w < 0 else w + shift)
-        top = max(top, w)
-    return shift + top + 1
-
-
-class LineWindows(_View):
-    """One example per row; a row longer than max_length-2 tokens continues in further windows (as the fast
-    tokenizer's overflowing tokens make them, no stride), so no text is lost."""
-
-    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, max_length: int, cls: int, sep: int,
-                 limit: int | None = None):
-        self.ids = ListColumn(tokens, "input_ids")
-        self.words = ListColumn(tokens, "word_ids") if "word_ids" in tokens.column_names else None
-        self.rows, self.size, self.cls, self.sep, self.limit = rows, max_length - 2, cls, sep, limit
-        windows = np.maximum(1, -(-self.ids.lengths()[rows] // self.size))
-        self.starts = _cumulative(windows)
-        self.count = int(self.starts[-1])
-
-    def example(self, k: int) -> dict[str, Any]:
-        i = int(np.searchsorted(self.starts, k, side="right")) - 1
-        row, lo = int(self.rows[i]), (k - int(self.starts[i])) * self.size
-        out = {"input_ids": [self.cls, *self.ids[row][lo:lo + self.size].tolist(), self.sep]}
-        if self.words is not None:
-            window = [None if w < 0 else w for w in self.words[row][lo:lo + self.size].tolist()]
-            out["word_ids"] = [None, *window, None]
-        return out
-
-
-class NspPairs(_View):
-    """Next-sentence pairs: each pair of consecutive sentences of a document (its rows' sentences in order), label
-    0; with probability 1/2 the second is swapped for a random sentence of another document, label 1. Each pair's
-    draw is its own generator's, seeded from (seed, pair number): the same pairs in any process, read in any order."""
-
-    def __init__(self, tokens: datasets.Dataset, rows: np.ndarray, document: np.ndarray, tokenizer, max_length: int,
-                 seed: int, whole_word: str, limit: int | None = None):
-        if max_length < 5:
-            raise BertkitError(f"max_length must be at least 5 for [CLS] A [SEP] B [SEP], got {max_length}")
-        self.ids, self.lengths = ListColumn(tokens, "input_ids"), ListColumn(tokens, "sentence_lengths")
-        self.words = ListColumn(tokens, "word_ids") if whole_word == "chinese" else None
-        self.tokenizer, self.max_length, self.seed, self.limit = tokenizer, max_length, seed, limit
-        counts = self.lengths.lengths()[rows]  # sentences per row
-        keep = counts > 0
-        self.rows, doc = rows[keep], document[rows][keep]
-        self.row_starts = _cumulative(counts[keep])  # (R+1,) first sentence number of each row
-        first_row = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]])) if len(doc) else np.zeros(0, int)
-        self.doc_starts = self.row_starts[np.append(first_row, len(self.rows))]  # (D+1,) first sentence of each doc
-        if len(self.doc_starts) < 3:
-            raise BertkitError("NSP needs at least two non-empty documents to draw NotNext sentences from")
-        self.pair_starts = _cumulative(np.diff(self.doc_starts) - 1)  # (D+1,) pairs before each document
-        self.count = int(self.pair_starts[-1])
-
-    def sentence(self, g: int):
-        from bertkit.masking import _Sentence
-
-        i = int(np.searchsorted(self.row_starts, g, side="right")) - 1
-        row, local = int(self.rows[i]), g - int(self.row_starts[i])
-        lengths = self.lengths[row]
-        lo = int(lengths[:local].sum())
-        hi = lo + int(lengths[local])
-        words = None
-        if self.words is not None:
-            words = [None if w < 0 else w for w in self.words[row][lo:hi].tolist()]
-        return _Sentence(self.ids[row][lo:hi].tolist(), words)
-
-    def example(self, k: int) -> dict[str, Any]:
-        from bertkit.masking import _pair_example
-
-        d = int(np.searchsorted(self.pair_starts, k, side="right")) - 1
-        g = int(self.doc_starts[d]) + k - int(self.pair_starts[d])
-        rng = random.Random(f"nsp/{self.seed}/{k}")
-        documents = len(self.doc_starts) - 1
-        if rng.random() < 0.5:
-            other = rng.randrange(documents - 1)
-            other += other >= d  # uniform over the other documents
-            partner = rng.randrange(int(self.doc_starts[other]), int(self.doc_starts[other + 1]))
-            return _pair_example(self.sentence(g), self.sentence(partner), 1, self.tokenizer, self.max_length)
-        return _pair_example(self.sentence(g), self.sentence(g + 1), 0, self.tokenizer, self.max_length)
-
-
-# ------------------------------------------------------------------------------------------------- the corpus
+# -------------------------------------------------------------------------------------------------- the corpus
 
 
 @dataclass
@@ -515,116 +342,8 @@ def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
     return blank
 
 
-# ---------------------------------------------------------------------------------------------------- streaming
-
-
-def held_by_hash(seed: int, row: int, fraction: float) -> bool:
-    """Whether streamed row `row` is held out: a hash of (seed, row) below `fraction` (no corpus length needed)."""
-    digest = hashlib.blake2b(f"{seed}/{row}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") / 2.0 ** 64 < fraction
-
-
-def stream_lines(path: str) -> datasets.IterableDataset:
-    if Path(path).suffix.lower() != ".txt":
-        raise BertkitError(f"data.streaming reads .txt corpora (one paragraph per line); {path} is not one")
-    return datasets.load_dataset("text", data_files=str(path), split="train", streaming=True)
-
-
-def stream_examples(path: str, tokenizer, whole_word: str, mode: str, max_length: int, seed: int,
-                    fraction: float, held: bool) -> Iterator[dict[str, Any]]:
-    """Training (held=False) or held-out (held=True) examples of a streamed .txt corpus, in corpus order, each
-    with its number in that order as `example_id`: group blocks of the concatenated text, or line windows. A row
-    is held out when `held_by_hash`; fraction=0 holds out nothing (a separate data.eval)."""
-    encode = EncodeRows(tokenizer, "chinese" if whole_word == "chinese" else "none")
-    make = _stream_blocks if mode == "group" else _stream_windows
-    rows = (text for row, text in enumerate(r["text"] for r in stream_lines(path))
-            if text.strip() and held_by_hash(seed, row, fraction) == held)
-    for k, example in enumerate(make(_encoded_batches(rows, encode), max_length, tokenizer)):
-        yield {**example, "example_id": k}
-
-
-def _encoded_batches(texts: Iterator[str], encode: EncodeRows) -> Iterator[tuple[list, list | None]]:
-    """(ids, word ids or None) per row, tokenized ROW_BATCH rows at a time."""
-    batch: list[str] = []
-    for text in texts:
-        batch.append(text)
-        if len(batch) == ROW_BATCH:
-            yield from _encode_batch(batch, encode)
-            batch = []
-    if batch:
-        yield from _encode_batch(batch, encode)
-
-
-def _encode_batch(batch: list[str], encode: EncodeRows):
-    out = encode({"text": batch})
-    yield from zip(out["input_ids"], out.get("word_ids", [None] * len(batch)))
-
-
-def _stream_blocks(rows, max_length: int, tokenizer) -> Iterator[dict[str, Any]]:
-    """GroupBlocks over a stream: the same blocks, carrying the unfinished one across rows."""
-    size, cls, sep = max_length - 2, tokenizer.cls_token_id, tokenizer.sep_token_id
-    ids: list[int] = []
-    words: list | None = None
-    shift = 0
-    for row_ids, row_words in rows:
-        if row_words is not None and words is None:
-            words = []
-        ids += row_ids
-        if row_words is not None:
-            shift = _extend_words(words, row_words, shift)
-        while len(ids) >= size:
-            yield _block(ids[:size], None if words is None else words[:size], cls, sep)
-            ids = ids[size:]
-            words = None if words is None else words[size:]
-    if ids:
-        yield _block(ids, words, cls, sep)
-
-
-def _block(ids: list[int], words: list | None, cls: int, sep: int) -> dict[str, Any]:
-    out = {"input_ids": [cls, *ids, sep]}
-    if words is not None:
-        out["word_ids"] = [None, *words, None]
-    return out
-
-
-def _stream_windows(rows, max_length: int, tokenizer) -> Iterator[dict[str, Any]]:
-    size, cls, sep = max_length - 2, tokenizer.cls_token_id, tokenizer.sep_token_id
-    for row_ids, row_words in rows:
-        for lo in range(0, max(len(row_ids), 1), size):
-            words = None if row_words is None else [None if w < 0 else w for w in row_words[lo:lo + size]]
-            yield _block(row_ids[lo:lo + size], words, cls, sep)
-
-
-def streaming_dataset(path: str, tokenizer, whole_word: str, mode: str, max_length: int, seed: int,
-                      fraction: float, shuffle_buffer: int) -> datasets.IterableDataset:
-    """The training examples as a datasets IterableDataset (one shard, so its order is the corpus order; a seeded
-    shuffle buffer, re-seeded per epoch by Trainer's set_epoch). Resuming replays the stream to the same example:
-    Trainer skips the batches already trained on, and the masks are a function of (seed, epoch, example_id)."""
-    kwargs = {"path": str(path), "tokenizer": tokenizer, "whole_word": whole_word, "mode": mode,
-              "max_length": max_length, "seed": seed, "fraction": fraction, "held": False}
-    stream = datasets.IterableDataset.from_generator(stream_examples, gen_kwargs=kwargs)
-    return stream.shuffle(seed=seed, buffer_size=shuffle_buffer) if shuffle_buffer > 1 else stream
-
-
-def take(examples, count: int) -> list[dict[str, Any]]:
-    """The first `count` examples of an iterable (a held-out set from a stream)."""
-    out = []
-    for example in examples:
-        if len(out) >= count:
-            break
-        out.append(example)
-    return out
-
-
-def nonempty(view) -> None:
-    if len(view) == 0:
-        raise BertkitError("the corpus gave no example — every line is empty")
-
-
 __all__ = [
-    "CORPUS_VERSION", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "GroupBlocks", "LineWindows",
-    "ListColumn", "NspPairs", "RowSplit", "all_rows", "blank_flags", "cached_map", "default_num_proc",
-    "documents_of", "first_texts", "held_by_hash", "iter_texts", "nonempty", "open_corpus", "read_lines",
-    "split_rows", "step_fingerprint", "stream_examples", "stream_lines", "streaming_dataset", "take",
-    "token_features", "tokenize_rows", "tokenizer_digest",
+    "CORPUS_VERSION", "ROW_BATCH", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "RowSplit", "all_rows",
+    "blank_flags", "cached_map", "default_num_proc", "documents_of", "first_texts", "iter_texts", "open_corpus",
+    "read_lines", "split_rows", "step_fingerprint", "token_features", "tokenize_rows", "tokenizer_digest",
 ]

@@ -1,154 +1,41 @@
-"""Masked-LM data: word ids for whole-word masking, a collator with BERT's 80/10/10 rule, and NSP sentence pairs.
+"""Masked-LM masking: a collator with BERT's 80/10/10 rule, token or whole-word, and fixed held-out masks.
 
-Why our own collator: transformers 5.x's `DataCollatorForLanguageModeling(whole_word_mask=True)` finds words by
-gaps in character offsets, so an unsegmented Chinese sentence is one "word"; it never reads a segmenter's output
-and forces 100 % [MASK] in whole-word mode (NOTES.md). Here word boundaries are computed once at tokenization time
-(`add_word_ids`, stored as a `word_ids` column) and the collator only groups, selects and replaces.
+Why our own collator: transformers 5.x's `DataCollatorForLanguageModeling(whole_word_mask=True)` never reads a
+segmenter's output and forces 100 % [MASK] in whole-word mode (NOTES.md); here words come from the `word_ids`
+computed at tokenization time (`words.py`), and the collator only groups, selects and replaces.
 
 Selection follows Google's `create_pretraining_data.py`: each sequence gets a token budget round(p * n) over its
-n maskable tokens, units (tokens or whole words) are taken in random order, and a word that would overshoot the
-budget is skipped. Unlike Google (whose 80/10/10 draw is per token even with whole-word masking), the 80/10/10
-decision here is made once per unit, so all tokens of a word get the same treatment.
+n maskable tokens, units (tokens or whole words, from the `word_ids` of `words.py`) are taken in random order, and
+a word that would overshoot the budget is skipped. Unlike Google (whose 80/10/10 draw is per token even with
+whole-word masking), the 80/10/10 decision here is made once per unit, so all tokens of a word get the same
+treatment.
 
 Reproducible training masks: features that carry an `example_id` (e.g. the dataset's row index) and a collator
 with a `seed` get masks that are a pure function of (seed, epoch, example_id, the example itself): each example
 draws from its own generator, over its own unpadded length, so the masks do not depend on the batch an example
 lands in, on the padded width, on the number of processes, on DataLoader workers or on where a run was resumed.
-Set `collator.epoch` at each epoch (`bertkit.pretraining.MaskingEpochCallback` does it under `Trainer`) for fresh
-masks per epoch (RoBERTa's dynamic masking). Without `example_id` a seeded collator keeps one random stream per
-process (as `mask_once` uses for the fixed held-out masks).
+Set `collator.epoch` at each epoch (`MaskingEpochCallback` does it under `Trainer`) for fresh masks per epoch
+(RoBERTa's dynamic masking). Without `example_id` a seeded collator keeps one random stream per process (as
+`mask_once` uses for the fixed held-out masks).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import random
+import math
 import re
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Sequence
 
-import rjieba
 import torch
+import transformers
 
 from bertkit.errors import BertkitError
+from bertkit.tasks.mlm.words import WHOLE_WORD_MODES, WholeWord, wordpiece_word_ids
 
-WholeWord = Literal["none", "wordpiece", "chinese"]
-WHOLE_WORD_MODES = ("none", "wordpiece", "chinese")
-# Tokens that never form a word and are never masked. [UNK] is deliberately absent: it stands for real text.
-NON_WORD_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]"})
 _UNUSED = re.compile(r"\[unused\d+\]")
 EXAMPLE_ID = "example_id"
 """Feature key of an example's identity; with a seeded collator it makes the example's mask reproducible."""
-
-
-# ----------------------------------------------------------------------------------------------- word ids
-def _renumber(raw: Sequence[int | None]) -> list[int | None]:
-    """Map word indices to 0, 1, 2, ... in order of first appearance; None stays None."""
-    new: dict[int, int] = {}
-    return [None if w is None else new.setdefault(w, len(new)) for w in raw]
-
-
-def wordpiece_word_ids(
-    tokens: Sequence[str], special_tokens: frozenset[str] | set[str] = NON_WORD_TOKENS
-) -> list[int | None]:
-    """Word index per WordPiece token: a token starts a word, its following `##` tokens continue it.
-
-    `["[CLS]", "un", "##able", "to", "[SEP]"]` -> `[None, 0, 0, 1, None]`.
-    """
-    raw: list[int | None] = []
-    word = -1
-    for token in tokens:
-        if token in special_tokens:
-            raw.append(None)
-            continue
-        # A `##` piece right after a special token has no word to continue: it starts one.
-        if not (token.startswith("##") and raw and raw[-1] is not None):
-            word += 1
-        raw.append(word)
-    return _renumber(raw)
-
-
-def jieba_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans `(start, end)` of the words rjieba cuts `text` into (whitespace pieces included)."""
-    spans, cursor = [], 0
-    for piece in rjieba.cut(text):
-        # Locate each piece rather than summing lengths, so a segmenter that drops characters cannot shift spans.
-        start = text.find(piece, cursor)
-        if not piece or start < 0:
-            continue
-        spans.append((start, start + len(piece)))
-        cursor = start + len(piece)
-    return spans
-
-
-def chinese_word_ids(
-    text: str, offsets: Sequence[Sequence[int]], tokens: Sequence[str] | None = None
-) -> list[int | None]:
-    """Word index per token from rjieba's segmentation of `text`.
-
-    `offsets` are the fast tokenizer's character spans (`return_offsets_mapping=True`); a token with an empty span
-    ([CLS], [SEP], [PAD]) gets None. Given `tokens`, a `##` piece always joins the previous token's word, so an
-    English word that WordPiece splits stays one unit even where rjieba cuts inside it ("Müller" -> M|ü|ller).
-    """
-    starts = [s for s, _ in jieba_spans(text)]
-    raw: list[int | None] = []
-    for i, (start, end) in enumerate(offsets):
-        if end <= start:
-            raw.append(None)
-        elif tokens is not None and tokens[i].startswith("##") and raw and raw[-1] is not None:
-            raw.append(raw[-1])
-        else:
-            raw.append(max(bisect.bisect_right(starts, start) - 1, 0))  # the word whose span holds `start`
-    return _renumber(raw)
-
-
-def _row_word_ids(encoding, row: int, tokenizer, mode: str, texts: Sequence[str] | None) -> list[int | None]:
-    """Word ids of one row of a batch encoding (a window of a long text maps back through
-    `overflow_to_sample_mapping`)."""
-    tokens = tokenizer.convert_ids_to_tokens(list(encoding["input_ids"][row]))
-    special = set(tokenizer.all_special_tokens) - {tokenizer.unk_token}
-    if mode == "wordpiece":
-        return wordpiece_word_ids(tokens, special)
-    if texts is None or "offset_mapping" not in encoding:
-        raise BertkitError("chinese word ids need the texts and an encoding made with return_offsets_mapping=True")
-    sample = encoding["overflow_to_sample_mapping"][row] if "overflow_to_sample_mapping" in encoding else row
-    word_ids = chinese_word_ids(texts[sample], encoding["offset_mapping"][row], tokens)
-    return [None if t in special else w for t, w in zip(tokens, word_ids)]
-
-
-def add_word_ids(
-    batch_encoding_or_texts: Any, tokenizer, mode: WholeWord, texts: Sequence[str] | None = None, **tokenizer_kwargs
-) -> dict[str, list]:
-    """Tokenize (if given texts) and add a `word_ids` column; made for `datasets.map(batched=True)`.
-
-        ds.map(lambda b: add_word_ids(b["text"], tok, "chinese", truncation=True, max_length=128),
-               batched=True, remove_columns=ds.column_names)
-
-    Returns `input_ids`, `token_type_ids` (when the tokenizer makes them) and `word_ids`. An existing batch
-    encoding works too (for "chinese" it must carry `offset_mapping`, and `texts` must be passed). Single
-    sequences only: for sentence pairs use `make_nsp_examples`.
-    """
-    if mode not in ("wordpiece", "chinese"):
-        raise BertkitError(f"add_word_ids mode must be 'wordpiece' or 'chinese', got {mode!r}")
-    if isinstance(batch_encoding_or_texts, str) or (
-        isinstance(batch_encoding_or_texts, Sequence) and all(isinstance(t, str) for t in batch_encoding_or_texts)
-    ):
-        texts = [batch_encoding_or_texts] if isinstance(batch_encoding_or_texts, str) else list(batch_encoding_or_texts)
-        tokenizer_kwargs.setdefault("return_offsets_mapping", mode == "chinese")
-        encoding = tokenizer(texts, **tokenizer_kwargs)
-    else:
-        encoding = batch_encoding_or_texts
-    _reject_pairs(encoding, mode)
-    out = {key: list(encoding[key]) for key in ("input_ids", "token_type_ids") if key in encoding}
-    out["word_ids"] = [_row_word_ids(encoding, i, tokenizer, mode, texts) for i in range(len(encoding["input_ids"]))]
-    return out
-
-
-def _reject_pairs(encoding, mode: str) -> None:
-    # Offsets of a pair's second text count from that text's start: mapping them onto the first text is wrong.
-    if mode == "chinese" and any(1 in row for row in encoding.get("token_type_ids", [])):
-        raise BertkitError(
-            "add_word_ids(mode='chinese') takes single texts, not pairs; use make_nsp_examples for pairs")
+IGNORE_INDEX = -100
 
 
 # ----------------------------------------------------------------------------------------------- collator
@@ -399,104 +286,94 @@ class MaskingCollator:
         return inputs, labels
 
 
-# ----------------------------------------------------------------------------------------------- NSP
-class _Sentence(NamedTuple):
-    ids: list[int]
-    word_ids: list[int | None] | None
+# ------------------------------------------------------------------------------------- fixed held-out masks
 
 
-def _encode_sentences(docs: list[list[str]], tokenizer, whole_word: str) -> list[list[_Sentence]]:
-    """Tokenize every sentence once (no special tokens), with word ids when whole-word masking will follow."""
-    flat = [s for doc in docs for s in doc]
-    enc = tokenizer(flat, add_special_tokens=False, return_offsets_mapping=whole_word == "chinese")
-    sentences = []
-    for i, ids in enumerate(enc["input_ids"]):
-        word_ids = None
-        if whole_word != "none":
-            tokens = tokenizer.convert_ids_to_tokens(ids)
-            word_ids = (wordpiece_word_ids(tokens) if whole_word == "wordpiece"
-                        else chinese_word_ids(flat[i], enc["offset_mapping"][i], tokens))
-        sentences.append(_Sentence(list(ids), word_ids))
-    it = iter(sentences)
-    return [[next(it) for _ in doc] for doc in docs]
+def pad_masked(features: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pad already-masked features (`input_ids`, `labels`, optional `token_type_ids`, `next_sentence_label`)
+    into a batch: input_ids with [PAD], labels with -100. All (B, T) except next_sentence_label (B,)."""
+    B, T = len(features), max(len(f["input_ids"]) for f in features)
+    batch = {"input_ids": torch.full((B, T), pad_token_id, dtype=torch.long),  # (B, T)
+             "token_type_ids": torch.zeros((B, T), dtype=torch.long),  # (B, T)
+             "attention_mask": torch.zeros((B, T), dtype=torch.long),  # (B, T)
+             "labels": torch.full((B, T), IGNORE_INDEX, dtype=torch.long)}  # (B, T)
+    for b, f in enumerate(features):
+        n = len(f["input_ids"])
+        batch["input_ids"][b, :n] = torch.as_tensor(f["input_ids"])
+        batch["labels"][b, :n] = torch.as_tensor(f["labels"])
+        batch["attention_mask"][b, :n] = 1
+        if f.get("token_type_ids") is not None:
+            batch["token_type_ids"][b, :n] = torch.as_tensor(f["token_type_ids"])
+    if "next_sentence_label" in features[0]:
+        batch["next_sentence_label"] = torch.tensor([int(f["next_sentence_label"]) for f in features])  # (B,)
+    return batch
 
 
-def _truncate_pair(a: list[list], b: list[list], budget: int) -> None:
-    """Drop tokens from the end of the longer side (B on ties, as Google does) until both fit, in place;
-    each side is [ids] or [ids, word_ids], trimmed together."""
-    while len(a[0]) + len(b[0]) > budget:
-        longer = a if len(a[0]) > len(b[0]) else b
-        for column in longer:
-            column.pop()
+def mask_once(features: Sequence[dict[str, Any]], collator, batch_size: int = 32) -> list[dict[str, Any]]:
+    """Mask a held-out set once (give `collator` a fixed seed): the same positions, replacements and labels for
+    every later evaluation, so perplexity before and after training compares like with like."""
+    masked = []
+    for start in range(0, len(features), batch_size):
+        chunk = list(features[start:start + batch_size])
+        batch = collator(chunk)
+        for b, f in enumerate(chunk):
+            n = len(f["input_ids"])
+            row = {key: batch[key][b, :n].tolist() for key in ("input_ids", "token_type_ids", "labels")}
+            if "next_sentence_label" in batch:
+                row["next_sentence_label"] = int(batch["next_sentence_label"][b])
+            masked.append(row)
+    return masked
 
 
-def _pair_example(a: _Sentence, b: _Sentence, label: int, tokenizer, max_length: int) -> dict[str, Any]:
-    """[CLS] A [SEP] B [SEP] with token_type_ids 0 for A's part and 1 for B's part."""
-    with_words = a.word_ids is not None
-    side_a = [list(a.ids)] + ([list(a.word_ids)] if with_words else [])
-    side_b = [list(b.ids)] + ([list(b.word_ids)] if with_words else [])
-    _truncate_pair(side_a, side_b, max_length - 3)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    example = {
-        "input_ids": [cls] + side_a[0] + [sep] + side_b[0] + [sep],
-        "token_type_ids": [0] * (len(side_a[0]) + 2) + [1] * (len(side_b[0]) + 1),
-        "next_sentence_label": label,
-    }
-    if with_words:  # shift B's words past A's so word ids stay unique within the pair
-        shift = 1 + max((w for w in side_a[1] if w is not None), default=-1)
-        b_words = [None if w is None else w + shift for w in side_b[1]]
-        example["word_ids"] = [None] + side_a[1] + [None] + b_words + [None]
-    return example
+class PretrainingCollator:
+    """Masks training features on the fly with a `MaskingCollator`; features that already carry `labels` (the
+    held-out set from `mask_once`) are only padded, so Trainer's evaluation sees the fixed masks too."""
+
+    def __init__(self, masking):
+        self.masking = masking
+
+    def __call__(self, features):
+        if "labels" in features[0]:
+            return pad_masked(features, self.masking.tokenizer.pad_token_id)
+        return self.masking(features)
 
 
-def _other_document(nonempty: list[int], current: int, rng: random.Random) -> int:
-    """A random non-empty document other than `current` (rejection sampling: at least two exist)."""
-    while True:
-        other = rng.choice(nonempty)
-        if other != current:
-            return other
+class MaskingEpochCallback(transformers.TrainerCallback):
+    """Sets `MaskingCollator.epoch` to the Trainer's epoch at the start of each one: with example ids in the
+    features and a seeded collator, every epoch masks afresh (dynamic masking), and an example's mask in an epoch
+    is the same in any process layout and after a resume (the resumed epoch is read back from the checkpoint's
+    state). Needs the collator to live in the process that runs the Trainer: DataLoader workers are forked at the
+    start of each epoch, after this callback, unless `dataloader_persistent_workers` keeps the first epoch's copy
+    (then every epoch would reuse the first epoch's masks: refused)."""
+
+    def __init__(self, collator):
+        self.collator = collator
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.dataloader_num_workers > 0 and args.dataloader_persistent_workers:
+            raise BertkitError("dataloader_persistent_workers keeps each worker's copy of the masking collator, so "
+                               "its epoch would never advance — set train.dataloader_persistent_workers=false")
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        # state.epoch is k at the start of epoch k, k + steps done / steps per epoch after a mid-epoch resume; the
+        # epsilon guards a float sum that lands a hair under k.
+        self.collator.epoch = math.floor(state.epoch + 1e-6)
 
 
-def make_nsp_examples(
-    documents: list[list[str]], tokenizer, max_length: int = 128, seed: int = 0, whole_word: WholeWord = "none"
-) -> list[dict[str, Any]]:
-    """Next-sentence-prediction pairs: each pair of consecutive sentences in a document, label 0 (IsNext); with
-    probability 1/2 the second sentence is swapped for a random sentence of another document, label 1 (NotNext).
-
-    Each example has `input_ids`, `token_type_ids`, `next_sentence_label` and, unless whole_word="none",
-    `word_ids` for `MaskingCollator(whole_word=...)`. The longer side is cut first to fit `max_length`.
-    """
-    if max_length < 5:
-        raise BertkitError(f"max_length must be at least 5 for [CLS] A [SEP] B [SEP], got {max_length}")
-    if whole_word not in WHOLE_WORD_MODES:
-        raise BertkitError(f"whole_word must be one of {', '.join(WHOLE_WORD_MODES)}; got {whole_word!r}")
-    docs = [[s for s in doc if s.strip()] for doc in documents]
-    nonempty = [d for d, doc in enumerate(docs) if doc]
-    if len(nonempty) < 2:
-        raise BertkitError("NSP needs at least two non-empty documents to draw NotNext sentences from")
-    encoded = _encode_sentences(docs, tokenizer, whole_word)
-    rng, examples = random.Random(seed), []
-    for d, doc in enumerate(encoded):
-        for i in range(len(doc) - 1):
-            if rng.random() < 0.5:
-                other = _other_document(nonempty, d, rng)
-                examples.append(_pair_example(doc[i], rng.choice(encoded[other]), 1, tokenizer, max_length))
-            else:
-                examples.append(_pair_example(doc[i], doc[i + 1], 0, tokenizer, max_length))
-    return examples
+def with_example_ids(examples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The examples, each with its row index as `example_id` (what makes its training masks reproducible)."""
+    return [{**example, EXAMPLE_ID: i} for i, example in enumerate(examples)]
 
 
 __all__ = [
     "EXAMPLE_ID",
+    "IGNORE_INDEX",
     "MaskingCollator",
-    "NON_WORD_TOKENS",
-    "WHOLE_WORD_MODES",
-    "WholeWord",
-    "add_word_ids",
-    "chinese_word_ids",
+    "MaskingEpochCallback",
+    "PretrainingCollator",
     "example_seed",
-    "jieba_spans",
-    "make_nsp_examples",
+    "mask_once",
+    "pad_masked",
     "random_token_ids",
-    "wordpiece_word_ids",
+    "with_example_ids",
 ]
