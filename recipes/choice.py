@@ -21,7 +21,9 @@ import transformers
 from bertkit import BertkitConfig, BertkitForMultipleChoice
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
-from bertkit.choice import MultipleChoiceCollator, accuracy, compute_metrics, encode_examples, read_choice_file
+from bertkit.tasks import settings_dict
+from bertkit.tasks.choice import (MultipleChoiceCollator, Settings, accuracy, compute_metrics_fn, encode,
+                                  read_examples)
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.console import load_pretrained
@@ -81,12 +83,12 @@ def load_data(cfg: Config, tokenizer):
     """Training and dev examples, encoded as N (context, question + option) pairs each."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (jsonl of context / question / options / label)")
-    train = read_choice_file(cfg.data.train)
-    dev = read_choice_file(cfg.data.eval) if cfg.data.eval else None
+    train = read_examples(cfg.data.train)
+    dev = read_examples(cfg.data.eval) if cfg.data.eval else None
     counts = {len(example.options) for example in train + (dev or [])}
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples, {' / '.join(map(str, sorted(counts)))} "
         "options each")
-    return [datasets.Dataset.from_list(encode_examples(tokenizer, split, cfg.data.max_length)) if split else None
+    return [datasets.Dataset.from_list(encode(tokenizer, split, cfg.data.max_length)) if split else None
             for split in (train, dev)]
 
 
@@ -96,6 +98,7 @@ def build_model(cfg: Config, model_path: str):
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
                            f"{config.max_position_embeddings}")
+    config.bertkit_task_settings = settings_dict(Settings(max_length=cfg.data.max_length))  # for `bertkit predict`
     model = load_pretrained(BertkitForMultipleChoice, model_path, config=config)
     return add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"]) if cfg.lora.enabled else model
 
@@ -115,7 +118,7 @@ def main(cfg: Config) -> dict:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics, callbacks=callbacks,
+        data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics_fn(), callbacks=callbacks,
         optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 

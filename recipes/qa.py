@@ -6,7 +6,8 @@
 Long contexts are cut into overlapping windows (data.doc_stride); each window learns the answer's token span, or
 [CLS] when it does not hold the whole answer. Every epoch the dev windows are mapped back to their questions and
 scored by SQuAD EM/F1 over questions (not windows). With unanswerable questions (v2) the null-answer threshold is
-tuned on dev to maximise F1 and saved in config.json (`qa_null_threshold`) and metrics.json.
+tuned on dev to maximise F1 and saved in metrics.json and, with the window / answer settings `bertkit predict`
+needs, in config.json (`bertkit_task_settings`, the QA task's Settings).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.qa import (NULL_THRESHOLD_KEY, check_window_settings, compute_metrics_fn, detect_language, make_windows,
-                        postprocess, prediction_record, read_qa_file, tune_and_score)
+from bertkit.tasks import settings_dict
+from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
+                              prediction_record, read_examples, tune_and_score)
 from bertkit.console import load_pretrained, warn
 from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
                               selection_metric, start_run, training_arguments)
@@ -102,7 +104,7 @@ SELECTION_METRIC = "f1"
 
 
 def read_split(path: str, name: str, strict: bool):
-    examples, report = read_qa_file(path)
+    examples, report = read_examples(path)
     if strict:
         report.refuse_repairs()
     for line in report.lines():  # answer_start fixes and skips, each with the first place it happened
@@ -122,8 +124,8 @@ def load_data(cfg: Config, tokenizer):
     allow_no_answer = cfg.allow_no_answer if cfg.allow_no_answer is not None else train_report.unanswerable > 0
     window = dict(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
                   max_question_length=cfg.data.max_question_length)
-    train_windows = make_windows(train_examples, tokenizer, **window)
-    dev_windows = make_windows(dev_examples, tokenizer, **window) if dev_examples else None
+    train_windows = encode(tokenizer, train_examples, **window)
+    dev_windows = encode(tokenizer, dev_examples, **window) if dev_examples else None
     say(f"{len(train_examples)} train questions -> {len(train_windows)} windows "
         f"({train_report.unanswerable} unanswerable); "
         f"{len(dev_examples) if dev_examples else 0} dev questions -> "
@@ -141,13 +143,16 @@ def dropped_rows(reading: dict) -> dict:
             for split, counts in reading.items() if counts["skipped_questions"]}
 
 
+def task_settings(cfg: Config, language: str, null_threshold: float | None = None) -> Settings:
+    """What `bertkit predict` needs to cut windows and pick answers the way training did (saved in config.json)."""
+    return Settings(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
+                    max_question_length=cfg.data.max_question_length, n_best=cfg.n_best,
+                    max_answer_length=cfg.max_answer_length, language=language, null_threshold=null_threshold)
+
+
 def build_model(cfg: Config, model_path: str, language: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=2)
-    # What `bertkit predict` needs to cut windows and pick answers the way training did (saved in config.json).
-    for key, value in {"qa_language": language, "qa_max_length": cfg.data.max_length,
-                       "qa_doc_stride": cfg.data.doc_stride, "qa_max_question_length": cfg.data.max_question_length,
-                       "qa_n_best": cfg.n_best, "qa_max_answer_length": cfg.max_answer_length}.items():
-        setattr(config, key, value)
+    config.bertkit_task_settings = settings_dict(task_settings(cfg, language))
     if cfg.data.max_length > config.max_position_embeddings:
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
@@ -195,9 +200,10 @@ def main(cfg: Config) -> dict:
         trainer.model = trainer.model.merge_and_unload()
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
     if allow_no_answer:  # without a dev set, 0.0: answer "" whenever the null score beats the best span
-        setattr(final_model.config, NULL_THRESHOLD_KEY, threshold if threshold is not None else 0.0)
+        threshold = threshold if threshold is not None else 0.0
+    final_model.config.bertkit_task_settings = settings_dict(task_settings(cfg, language, threshold))
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "null_threshold": getattr(final_model.config, NULL_THRESHOLD_KEY, None), "language": language,
+               "null_threshold": threshold, "language": language,
                "windows": {"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
                "questions": reading,
                "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}

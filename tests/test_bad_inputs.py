@@ -42,11 +42,11 @@ def test_a_truncated_squad_file_says_it_is_cut_off(tmp_path):
     text = (DATA / "qa/en/train.json").read_text()
     cut = tmp_path / "cut.json"
     cut.write_text(text[: len(text) // 2])
-    from bertkit.qa import read_qa_file
+    from bertkit.tasks.qa import read_examples
     from bertkit.errors import BertkitError
 
     with pytest.raises(BertkitError, match="ends in the middle of its JSON .* cut off") as error:
-        read_qa_file(str(cut))
+        read_examples(str(cut))
     assert "JSON-lines" not in str(error.value) and "each line must hold" not in str(error.value)
 
 
@@ -55,12 +55,12 @@ def test_a_broken_squad_file_names_line_and_column(tmp_path):
     broken = tmp_path / "broken.json"
     position = text.index('"context"')
     broken.write_text(text[:position] + '"context" ' + text[position + len('"context":'):])
-    from bertkit.qa import read_qa_file
+    from bertkit.tasks.qa import read_examples
     from bertkit.errors import BertkitError
 
     line = text[:position].count("\n") + 1
     with pytest.raises(BertkitError, match=f"line {line} column \\d+ is not valid JSON \\(Expecting ':' delimiter"):
-        read_qa_file(str(broken))
+        read_examples(str(broken))
 
 
 def test_predict_on_a_folder_that_holds_no_model(tmp_path):

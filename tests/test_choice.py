@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from bertkit import BertkitForMultipleChoice
-from bertkit.choice import MultipleChoiceCollator, encode_examples, read_choice_file
+from bertkit.tasks.choice import MultipleChoiceCollator, encode, read_examples
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
@@ -80,20 +80,20 @@ ROWS = [
 
 
 def test_reading_accepts_index_text_or_letter_labels(tmp_path):
-    examples = read_choice_file(write_jsonl(tmp_path / "ok.jsonl", ROWS))
+    examples = read_examples(write_jsonl(tmp_path / "ok.jsonl", ROWS))
     assert [e.label for e in examples] == [0, 1, 1]
     assert examples[2].where.endswith("ok.jsonl line 3")
     as_text = [{**row, "label": row["options"][i]} for row, i in zip(ROWS, (0, 1, 1))]
-    assert [e.label for e in read_choice_file(write_jsonl(tmp_path / "text.jsonl", as_text))] == [0, 1, 1]
+    assert [e.label for e in read_examples(write_jsonl(tmp_path / "text.jsonl", as_text))] == [0, 1, 1]
     letters = [{**row, "label": "ABCD"[i]} for row, i in zip(ROWS, (0, 1, 1))]
-    assert [e.label for e in read_choice_file(write_jsonl(tmp_path / "letters.jsonl", letters))] == [0, 1, 1]
+    assert [e.label for e in read_examples(write_jsonl(tmp_path / "letters.jsonl", letters))] == [0, 1, 1]
 
 
 def test_unequal_option_counts_are_an_error_naming_the_line(tmp_path):
     rows = ROWS[:2] + [{"context": "c", "question": "q", "options": ["x", "y", "z"], "label": 0}]
     path = write_jsonl(tmp_path / "bad.jsonl", rows)
     with pytest.raises(BertkitError) as error:
-        read_choice_file(path)
+        read_examples(path)
     assert str(error.value).startswith(f"{path} line 3 has 3 options but {path} line 1 has 4")
 
 
@@ -105,19 +105,19 @@ def test_unequal_option_counts_are_an_error_naming_the_line(tmp_path):
 def test_bad_labels_name_the_line(tmp_path, labels, message):
     path = write_jsonl(tmp_path / "bad.jsonl", [{**row, "label": label} for row, label in zip(ROWS, labels)])
     with pytest.raises(BertkitError, match=f"bad.jsonl {message}"):
-        read_choice_file(path)
+        read_examples(path)
 
 
 def test_missing_columns_are_named(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"context": "c", "answers": ["a", "b"], "label": 0}])
     with pytest.raises(BertkitError, match="needs a context and/or question column and an options list"):
-        read_choice_file(path)
+        read_examples(path)
 
 
 def test_encoding_pairs_context_with_question_and_option(minilm_dir, tmp_path):
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    examples = read_choice_file(write_jsonl(tmp_path / "ok.jsonl", ROWS))
-    features = encode_examples(tokenizer, examples, max_length=64)
+    examples = read_examples(write_jsonl(tmp_path / "ok.jsonl", ROWS))
+    features = encode(tokenizer, examples, max_length=64)
     first = features[0]
     assert len(first["input_ids"]) == 4 and first["labels"] == 0
     text = tokenizer.decode(first["input_ids"][1])
@@ -126,14 +126,14 @@ def test_encoding_pairs_context_with_question_and_option(minilm_dir, tmp_path):
     segments = first["token_type_ids"][1]
     assert segments == [0] * segments.index(1) + [1] * (len(segments) - segments.index(1))
     assert first["input_ids"][1][segments.index(1) - 1] == tokenizer.sep_token_id
-    short = encode_examples(tokenizer, examples, max_length=12)[0]  # cut from the longer segment (the context)
+    short = encode(tokenizer, examples, max_length=12)[0]  # cut from the longer segment (the context)
     assert all(len(ids) == 12 for ids in short["input_ids"])
     assert tokenizer.decode(short["input_ids"][0]).startswith("[CLS] tom paid")
 
 
 def test_collator_pads_across_all_options(minilm_dir, tmp_path):
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    features = encode_examples(tokenizer, read_choice_file(write_jsonl(tmp_path / "ok.jsonl", ROWS)), 64)
+    features = encode(tokenizer, read_examples(write_jsonl(tmp_path / "ok.jsonl", ROWS)), 64)
     longest = max(len(ids) for feature in features[:2] for ids in feature["input_ids"])
     batch = MultipleChoiceCollator(tokenizer)(features[:2])
     assert batch["input_ids"].shape == (2, 4, longest) and batch["input_ids"].dtype == torch.long

@@ -15,9 +15,10 @@ from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
 from bertkit.metrics import SquadMetric
-from bertkit.qa import (Prediction, QAExample, answer_token_span, best_prediction, check_window_settings,
-                        detect_language, load_qa_model, locate_answer, make_windows, postprocess, predict_examples,
-                        read_qa_file, tune_null_threshold, window_spans)
+from bertkit.tasks import SETTINGS_KEY
+from bertkit.tasks.qa import (Prediction, QAExample, answer_token_span, best_prediction, candidate_spans,
+                              check_window_settings, detect_language, encode, load_predictor, locate_answer,
+                              postprocess, predict_examples, read_examples, tune_null_threshold)
 from bertkit.tokenization import chinese_bert_tokenizer
 
 runner = CliRunner()
@@ -87,7 +88,7 @@ def test_reader_repairs_skips_and_counts_with_first_locations(tmp_path):
             {"id": "bad", "question": "Where?", "context": context,
              "answers": [{"text": "Lagos", "answer_start": 49}]},  # not in the context at all
             {"question": "Which city?", "context": context, "answers": {"text": [], "answer_start": []}}]
-    examples, report = read_qa_file(write_jsonl(tmp_path / "d.jsonl", rows))
+    examples, report = read_examples(write_jsonl(tmp_path / "d.jsonl", rows))
     assert [e.id for e in examples] == ["ok", "off", "d-3"]
     assert examples[1].answers == [{"text": "Grace Okonkwo", "answer_start": 32}]
     assert (report.fixed_starts, report.bad_answers, report.skipped, report.generated_ids) == (1, 1, 1, 1)
@@ -101,17 +102,17 @@ def test_reader_repairs_skips_and_counts_with_first_locations(tmp_path):
 
 def test_squad_v1_v2_jsonl_and_array_read_the_same(tmp_path):
     paragraph = en_paragraph(0, long=False)
-    v2 = read_qa_file(write_squad(tmp_path / "v2.json", [paragraph]))[0]
+    v2 = read_examples(write_squad(tmp_path / "v2.json", [paragraph]))[0]
     v1_paragraph = {"context": paragraph["context"],
                     "qas": [{k: v for k, v in qa.items() if k != "is_impossible"} for qa in paragraph["qas"]]}
-    v1 = read_qa_file(write_squad(tmp_path / "v1.json", [v1_paragraph], "1.1"))[0]
+    v1 = read_examples(write_squad(tmp_path / "v1.json", [v1_paragraph], "1.1"))[0]
     flat = [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
              "answers": {"text": [a["text"] for a in qa["answers"]],
                          "answer_start": [a["answer_start"] for a in qa["answers"]]}} for qa in paragraph["qas"]]
-    jsonl = read_qa_file(write_jsonl(tmp_path / "flat.jsonl", flat))[0]
+    jsonl = read_examples(write_jsonl(tmp_path / "flat.jsonl", flat))[0]
     array_path = tmp_path / "array.json"
     array_path.write_text(json.dumps(flat, indent=1))
-    array = read_qa_file(str(array_path))[0]
+    array = read_examples(str(array_path))[0]
     key = [(e.id, e.question, e.context, e.answers) for e in v2]
     for other in (v1, jsonl, array):
         assert [(e.id, e.question, e.context, e.answers) for e in other] == key
@@ -122,9 +123,9 @@ def test_empty_context_is_an_error_naming_the_example(tmp_path):
     rows = [{"id": "q1", "question": "Who?", "context": "Ann did.", "answers": []},
             {"id": "q2", "question": "Who?", "context": "   ", "answers": []}]
     with pytest.raises(BertkitError, match=r"d\.jsonl line 2 \(id q2\) has an empty context"):
-        read_qa_file(write_jsonl(tmp_path / "d.jsonl", rows))
+        read_examples(write_jsonl(tmp_path / "d.jsonl", rows))
     with pytest.raises(BertkitError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[0\] \(id x\) has an empty context"):
-        read_qa_file(write_squad(tmp_path / "s.json", [{"context": "", "qas": [{"id": "x", "question": "q",
+        read_examples(write_squad(tmp_path / "s.json", [{"context": "", "qas": [{"id": "x", "question": "q",
                                                                                  "answers": []}]}]))
 
 
@@ -140,8 +141,8 @@ def test_window_settings_that_would_panic_the_tokenizer_are_refused(en_tokenizer
     check_window_settings(max_length=48, doc_stride=28, question_tokens=16)
     question = "one two three four five six seven eight nine ten"  # 10 tokens: room 48 - 10 - 3 = 35
     with pytest.raises(BertkitError, match=r"minus 10 question tokens minus 3 = 35"):
-        make_windows([example("a b c", question=question)], en_tokenizer, max_length=48, doc_stride=35)
-    assert len(make_windows([example("a b c", question=question)], en_tokenizer, max_length=48, doc_stride=34)) == 1
+        encode(en_tokenizer, [example("a b c", question=question)], max_length=48, doc_stride=35)
+    assert len(encode(en_tokenizer, [example("a b c", question=question)], max_length=48, doc_stride=34)) == 1
 
 
 # ------------------------------------------------------------------------------------------------ windows and spans
@@ -155,7 +156,7 @@ def test_answer_straddling_two_windows_is_found_through_the_window_holding_it_wh
     context = " ".join(WORDS)  # every word is one token
     assert len(en_tokenizer.tokenize(context)) == len(WORDS)
     answer = " ".join(WORDS[16:20])  # context tokens 16..19
-    windows = make_windows([example(context, answer)], en_tokenizer, max_length=24, doc_stride=8)
+    windows = encode(en_tokenizer, [example(context, answer)], max_length=24, doc_stride=8)
     # [CLS] q ? [SEP] + 19 context tokens + [SEP]; the next window restarts 8 tokens back, at context token 11 (music)
     first_context = [[span for span in offsets if span] for offsets in windows.offsets]
     assert [(context[w[0][0]:w[-1][1]].split()[0], len(w)) for w in first_context] == [("apple", 19), ("music", 16)]
@@ -168,7 +169,7 @@ def test_answer_straddling_two_windows_is_found_through_the_window_holding_it_wh
     w0_start = windows.offsets[0].index((context.index(answer), context.index(answer) + len(WORDS[16])))
     logits[0][0][w0_start], logits[1][0][len(windows.offsets[0]) - 2] = 3.0, 3.0  # partial span in window 0
     logits[0][1][start], logits[1][1][end] = 4.0, 4.0
-    assert window_spans(logits[0][0], logits[1][0], windows.offsets[0])[0].score == 6.0
+    assert candidate_spans(logits[0][0], logits[1][0], windows.offsets[0])[0].score == 6.0
     prediction = postprocess(*logits, windows, [example(context, answer)])[0]
     assert (prediction.text, prediction.score) == (answer, 8.0)
     assert prediction.start == context.index(answer) and prediction.end == prediction.start + len(answer)
@@ -189,22 +190,22 @@ def test_window_spans_skip_outside_context_reversed_and_too_long():
     spans = [None, None, (0, 3), (4, 7), (8, 11), (12, 15), None]  # [CLS] question-token ctx ctx ctx ctx [SEP]
     start = np.array([0.0, 9.0, 1.0, 0.0, 2.0, 0.0, 9.0])  # the 9.0s sit on non-context tokens: never used
     end = np.array([0.0, 9.0, 0.0, 3.0, 0.5, 1.0, 9.0])
-    got = [(s.start, s.end, s.score) for s in window_spans(start, end, spans, n_best=20, max_answer_length=2)]
+    got = [(s.start, s.end, s.score) for s in candidate_spans(start, end, spans, n_best=20, max_answer_length=2)]
     # every start <= end pair of at most 2 tokens, best first; (tok 4 -> tok 3) is reversed, tok 2 -> tok 4 too long
     assert got == [(0, 7, 4.0), (4, 7, 3.0), (8, 15, 3.0), (8, 11, 2.5), (0, 3, 1.0), (12, 15, 1.0), (4, 11, 0.5)]
     # n_best=1: the best start (tok 4) and best end (tok 3) make a reversed span, so nothing is left
-    assert window_spans(start, end, spans, n_best=1) == []
-    got = [(s.start, s.end, s.score) for s in window_spans(start, end, spans, n_best=2)]
+    assert candidate_spans(start, end, spans, n_best=1) == []
+    got = [(s.start, s.end, s.score) for s in candidate_spans(start, end, spans, n_best=2)]
     assert got == [(0, 7, 4.0), (8, 15, 3.0), (0, 15, 2.0)]
 
 
 def test_max_answer_length_is_respected_exactly():
     spans = [None, (0, 1), (2, 3), (4, 5), (6, 7), None]
     start, end = np.array([0, 5.0, 0, 0, 0, 0]), np.array([0, 0, 0, 0, 5.0, 0])  # best pair spans 4 tokens
-    assert [(s.start, s.end) for s in window_spans(start, end, spans, max_answer_length=4)][0] == (0, 7)
-    longest = max(s.end - s.start for s in window_spans(start, end, spans, max_answer_length=3))
+    assert [(s.start, s.end) for s in candidate_spans(start, end, spans, max_answer_length=4)][0] == (0, 7)
+    longest = max(s.end - s.start for s in candidate_spans(start, end, spans, max_answer_length=3))
     assert longest == 5  # 3 tokens: (0,1)..(4,5)
-    assert (0, 7) not in [(s.start, s.end) for s in window_spans(start, end, spans, max_answer_length=3)]
+    assert (0, 7) not in [(s.start, s.end) for s in candidate_spans(start, end, spans, max_answer_length=3)]
 
 
 def test_null_answer_against_threshold_on_both_sides():
@@ -234,7 +235,7 @@ def test_offsets_map_answers_back_to_the_exact_original_characters(lang, en_toke
     tokenizer, context, answers = ((en_tokenizer, ENGLISH, ENGLISH_ANSWERS) if lang == "en" else
                                    (chinese_bert_tokenizer(), CHINESE, CHINESE_ANSWERS))
     examples = [example(context, answer, qid=str(i)) for i, answer in enumerate(answers)]
-    windows = make_windows(examples, tokenizer, max_length=128, doc_stride=32)
+    windows = encode(tokenizer, examples, max_length=128, doc_stride=32)
     assert len(windows) == len(examples)  # one window each
     for w, ex in enumerate(examples):
         s, e = windows.inputs["start_positions"][w], windows.inputs["end_positions"][w]
@@ -251,7 +252,7 @@ def test_offsets_map_answers_back_to_the_exact_original_characters(lang, en_toke
 def test_unanswerable_and_uncontained_windows_point_at_cls(en_tokenizer):
     assert answer_token_span([None, (0, 3), (4, 7), None], 4, 7) == (2, 2)
     assert answer_token_span([None, (0, 3), (4, 7), None], 4, 9) == (0, 0)  # answer runs past the window
-    windows = make_windows([example(" ".join(WORDS))], en_tokenizer, max_length=24, doc_stride=8)
+    windows = encode(en_tokenizer, [example(" ".join(WORDS))], max_length=24, doc_stride=8)
     assert set(windows.inputs["start_positions"]) == {0} and set(windows.inputs["end_positions"]) == {0}
 
 
@@ -285,8 +286,9 @@ def test_cli_run_predict_evaluate_agree(tiny_model_dir, en_data, tmp_path):
         assert (out / name).exists(), name
     config = json.loads((out / "config.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
-    assert config["qa_null_threshold"] == metrics["null_threshold"] == metrics["eval"]["null_threshold"]
-    assert config["qa_language"] == "en" and config["qa_max_length"] == 64 and config["qa_doc_stride"] == 16
+    saved = config[SETTINGS_KEY]
+    assert saved["null_threshold"] == metrics["null_threshold"] == metrics["eval"]["null_threshold"]
+    assert saved["language"] == "en" and saved["max_length"] == 64 and saved["doc_stride"] == 16
     assert {"exact_match", "f1", "HasAns_f1", "NoAns_f1", "f1_threshold_0"} <= set(metrics["eval"])
     assert metrics["windows"]["dev"] > len(en_data["dev_rows"])  # the long contexts were windowed
     # the per-epoch eval inside Trainer (compute_metrics over examples) agrees with the final evaluation
@@ -304,13 +306,14 @@ def test_cli_run_predict_evaluate_agree(tiny_model_dir, en_data, tmp_path):
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in predictions_file.read_text().splitlines()]
     assert len(records) == len(en_data["dev_rows"]) and records[0]["id"] == "q-0"
-    qa = load_qa_model(str(out))
-    assert (qa.max_length, qa.doc_stride, qa.null_threshold) == (64, 16, config["qa_null_threshold"])
-    spans = predict_examples(qa, read_qa_file(questions, require_answers=False)[0])
+    qa = load_predictor(str(out))
+    assert (qa.settings.max_length, qa.settings.doc_stride, qa.settings.null_threshold) == (64, 16,
+                                                                                          saved["null_threshold"])
+    spans = predict_examples(qa, read_examples(questions, require_answers=False)[0])
     for record, row, span in zip(records, en_data["dev_rows"], spans):
         assert set(record) == {"id", "question", "answer", "start", "end", "score", "null_score"}
         assert row["context"][span.start:span.end] == span.text != ""  # every question has a best span ...
-        if span.null_margin > qa.null_threshold:  # ... which the null answer beats by more than the threshold
+        if span.null_margin > qa.settings.null_threshold:  # ... which the null answer beats by more than the threshold
             assert (record["answer"], record["start"], record["score"]) == ("", None, record["null_score"])
         else:
             assert (record["answer"], record["start"], record["end"]) == (span.text, span.start, span.end)
@@ -354,7 +357,7 @@ def test_chinese_run_through_main_scores_characters(tiny_zh_model_dir, tmp_path)
     assert results["language"] == "zh" and results["null_threshold"] is not None
     assert {"exact_match", "f1", "HasAns_f1", "NoAns_f1"} <= set(results["eval"])
     config = json.loads((out / "config.json").read_text())
-    assert config["qa_language"] == "zh" and config["vocab_size"] == 21128
+    assert config[SETTINGS_KEY]["language"] == "zh" and config["vocab_size"] == 21128
     contexts = {r["id"]: r["context"] for r in zh_rows(6, 3)}
     for line in (out / "dev_predictions.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
@@ -372,7 +375,7 @@ def test_lora_on_v1_data_saves_a_merged_model_without_null_threshold(tiny_model_
     results = module.main(load_config(module.Config, None, run_overrides(tiny_model_dir, data, data, out,
                                                                          "lora.enabled=true", "lora.r=4")))
     assert results["null_threshold"] is None and "NoAns_f1" not in results["eval"]
-    assert "qa_null_threshold" not in json.loads((out / "config.json").read_text())
+    assert json.loads((out / "config.json").read_text())[SETTINGS_KEY]["null_threshold"] is None
     weights = load_file(out / "model.safetensors")
     assert "qa_outputs.weight" in weights and not any("lora" in name for name in weights)
 

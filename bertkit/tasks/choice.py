@@ -1,7 +1,7 @@
-"""Multiple choice (SWAG / RACE / C3 style) pieces shared by recipes/choice.py, `bertkit predict` and `evaluate`.
+"""Multiple choice (SWAG / RACE / C3 style): reading, encoding, the collator, and `bertkit predict` / `evaluate`.
 
-    read_choice_file("dev.jsonl")               -> [ChoiceExample(context, question, options, label, where)]
-    encode_examples(tokenizer, examples, 128)   -> one feature per example: N (context, question + option) pairs
+    read_examples("dev.jsonl")                  -> [ChoiceExample(context, question, options, label, where)]
+    encode(tokenizer, examples, 128)            -> one feature per example: N (context, question + option) pairs
     MultipleChoiceCollator(tokenizer)(features) -> input_ids / attention_mask / token_type_ids (B, N, T), labels (B,)
 
 Rows are `{"context", "question", "options": [...], "label": index}` (JSONL, a JSON array, or any table bertkit
@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoints import load_finetuned, load_tokenizer
-from .console import ExamplesProgress
-from .data import read_table, row_location
-from .errors import BertkitError
-from .modeling_bert import BertkitForMultipleChoice
-from .predict import run_batch, token_budget_batches
-from .training import read_run_config, write_json
-
+from ..checkpoints import load_finetuned, load_tokenizer
+from ..display import ExamplesProgress
+from ..data import read_table, row_location
+from ..errors import BertkitError
+from ..inference import run_batch, token_budget_batches
+from ..modeling_bert import BertkitForMultipleChoice
+from ..rundir import read_run_config, write_json
+from . import SETTINGS_KEY, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
 OPTIONS_KEYS = ("options", "choices", "endings", "选项")
@@ -66,7 +66,7 @@ def _label_index(value, options: list[str], where: str) -> int:
     return int(value)
 
 
-def read_choice_file(path: str, labelled: bool = True) -> list[ChoiceExample]:
+def read_examples(path: str, labelled: bool = True) -> list[ChoiceExample]:
     """Examples of a file, every row checked: text fields, an options list of the same length as the first row's,
     and (labelled) a label that names one of the options."""
     table = read_table(path)
@@ -99,7 +99,7 @@ def read_choice_file(path: str, labelled: bool = True) -> list[ChoiceExample]:
     return examples
 
 
-def encode_examples(tokenizer, examples: list[ChoiceExample], max_length: int) -> list[dict]:
+def encode(tokenizer, examples: list[ChoiceExample], max_length: int) -> list[dict]:
     """One feature per example holding N encodings of (context, question + option) as segments A / B. A pair longer
     than max_length loses tokens from its longer segment first (usually the context), so options stay whole."""
     firsts = [example.context for example in examples for _ in example.options]
@@ -143,9 +143,33 @@ def accuracy(logits: np.ndarray, labels) -> dict:
     return {"accuracy": float(np.mean(np.asarray(logits).argmax(-1) == np.asarray(labels)))}
 
 
-def compute_metrics(eval_prediction) -> dict:
-    logits = eval_prediction.predictions
-    return accuracy(logits[0] if isinstance(logits, tuple) else logits, eval_prediction.label_ids)
+def compute_metrics_fn():
+    """The Trainer `compute_metrics`: accuracy of the eval set's option logits."""
+
+    def compute_metrics(eval_prediction) -> dict:
+        logits = eval_prediction.predictions
+        return accuracy(logits[0] if isinstance(logits, tuple) else logits, eval_prediction.label_ids)
+
+    return compute_metrics
+
+
+@dataclass
+class Settings:
+    max_length: int = 128
+    """Tokens per (context, question + option) pair, [CLS] and [SEP]s included; the longer segment is cut first."""
+
+    def check(self) -> None:
+        """Raise a one-line BertkitError naming the key when a saved value cannot work."""
+        if self.max_length < 4:  # [CLS] context [SEP] option [SEP]
+            raise BertkitError(f"{SETTINGS_KEY}.max_length={self.max_length} leaves no room for text after [CLS] "
+                               f"and two [SEP] — it must be at least 4")
+
+
+def legacy_settings(model_dir: str, config) -> dict:
+    """The settings of a model saved by an earlier bertkit: data.max_length of its run's bertkit_config.yaml, or
+    the model's positions up to 512 where the run saved none."""
+    max_length = read_run_config(model_dir).get("data", {}).get("max_length")
+    return {"max_length": max_length or min(512, config.max_position_embeddings)}
 
 
 # ================================================================================================ predict / evaluate
@@ -153,28 +177,32 @@ def compute_metrics(eval_prediction) -> dict:
 
 @dataclass
 class Chooser:
+    """A saved multiple-choice model, its tokenizer, and the settings it was trained with."""
+
     model: BertkitForMultipleChoice
     tokenizer: object
-    max_length: int
+    settings: Settings
 
 
-def load_chooser(model_dir: str) -> Chooser:
+def load_predictor(model_dir: str) -> Chooser:
+    """A choice run's output directory: the model, its tokenizer and its saved Settings."""
     model = load_finetuned(BertkitForMultipleChoice, model_dir, "choice")
-    max_length = (read_run_config(model_dir).get("data", {}).get("max_length")
-                  or min(512, model.config.max_position_embeddings))
-    return Chooser(model, load_tokenizer(model_dir), max_length)
+    source = str(Path(model_dir) / "config.json")
+    settings = read_settings(Settings, model.config, source, legacy=legacy_settings(model_dir, model.config))
+    settings.check()
+    return Chooser(model, load_tokenizer(model_dir), settings)
 
 
 @torch.inference_mode()
 def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch_size: int = 64) -> np.ndarray:
     """(examples, N) option probabilities, in input order; length-sorted batches under a token budget."""
-    features = encode_examples(chooser.tokenizer, examples, chooser.max_length)
+    features = encode(chooser.tokenizer, examples, chooser.settings.max_length)
     for feature in features:
         feature.pop("labels", None)
     lengths = [max(len(ids) for ids in f["input_ids"]) * len(f["input_ids"]) for f in features]
     collate, results = MultipleChoiceCollator(chooser.tokenizer), [None] * len(features)
     with ExamplesProgress("choosing", len(features)) as progress:
-        for batch in token_budget_batches(lengths, batch_size * chooser.max_length, batch_size):
+        for batch in token_budget_batches(lengths, batch_size * chooser.settings.max_length, batch_size):
             logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu()
             for row, index in enumerate(batch):
                 results[index] = logits[row].softmax(-1).numpy()
@@ -187,8 +215,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     (its text), "score", "probabilities" (one per option)}."""
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name")
-    chooser = load_chooser(model_dir)
-    examples = read_choice_file(input_path, labelled=False)
+    chooser = load_predictor(model_dir)
+    examples = read_examples(input_path, labelled=False)
     probs = predict_probabilities(chooser, examples, batch_size)
     with Path(output_path).open("w", encoding="utf-8") as handle:
         for example, row in zip(examples, probs):
@@ -201,8 +229,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """Accuracy of the model on a labelled file."""
-    chooser = load_chooser(model_dir)
-    examples = read_choice_file(input_path)
+    chooser = load_predictor(model_dir)
+    examples = read_examples(input_path)
     probs = predict_probabilities(chooser, examples, batch_size)
     metrics = accuracy(probs, [example.label for example in examples])
     if output_path:
@@ -210,6 +238,6 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return metrics
 
 
-__all__ = ["ChoiceExample", "Chooser", "read_choice_file", "encode_examples", "MultipleChoiceCollator", "accuracy",
-           "compute_metrics", "load_chooser", "predict_probabilities", "predict_file",
-           "evaluate_file"]
+__all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
+           "evaluate_file", "ChoiceExample", "Chooser", "MultipleChoiceCollator", "accuracy", "legacy_settings",
+           "predict_probabilities"]
