@@ -45,10 +45,14 @@ class BertkitConfig(PreTrainedConfig):
     # bertkit's only addition: how sequence classification pools the encoder output.
     # "cls" is BERT's pooler (tanh(W h_[CLS])); "mean" averages the real tokens' last hidden states.
     classifier_pooling: str = "cls"
-    # Run batches with padding on their real tokens only (see modeling_bert's docstring): same outputs at the real
+    # Run batches with padding on their real tokens only (see bertkit.unpadding): same outputs at the real
     # tokens, zeros at padding positions, much less work when lengths vary. Per call: `model(..., unpad=False)`.
     # Stock transformers keeps it as an unused attribute when it reads the saved config.json.
     unpad: bool = True
+    # With labels, the MLM heads project only the labelled positions (labels != -100) onto the vocabulary and return
+    # logits of shape (M, V), in training and evaluation alike (ModernBERT's `sparse_prediction`); False returns the
+    # full (B, T, V), as stock BERT. Per call: `model(..., sparse_prediction=True)`.
+    sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
         # Architecture checks (hidden_size a multiple of num_attention_heads, no decoder flags) run when a model is

@@ -1,36 +1,20 @@
-"""BERT, written out in one file.
+"""BERT, written out in one file: the encoder and every head people fine-tune.
 
 Token + segment + learned position embeddings, summed and layer-normed; a stack of post-LayerNorm encoder layers
 (self-attention, then a GELU feed-forward, each wrapped in residual + LayerNorm); a tanh pooler over [CLS]; and the
-heads people fine-tune. Parameter names are transformers' own (`bert.encoder.layer.0.attention.self.query`, ...),
-so stock BERT checkpoints load with no conversion and checkpoints saved here load in stock transformers.
+heads: pretraining (MLM + NSP), masked LM, sequence classification, token classification, question answering and
+multiple choice, each returning transformers' output dataclass with a loss that stays exact under gradient
+accumulation. Parameter names are transformers' own (`bert.encoder.layer.0.attention.self.query`, ...), so stock BERT
+checkpoints load with no conversion and checkpoints saved here load in stock transformers as plain BERT.
 
 Attention dispatches through transformers' attention registry (eager / sdpa / flash where installed), and the
-padding mask is built once per forward.
-
-Unpadded execution (`config.unpad`, or `unpad=` per call; on by default). When a batch has padding, the encoder runs
-on its N real tokens only: embeddings' LayerNorm, every linear layer, every LayerNorm and the feed-forward see a
-packed (N, D) tensor. Attention scatters the packed q, k, v into padded (B_b, H, T_b, hd) layouts for the kernel,
-one per bucket of rows of similar length so that short rows are not padded to the longest (or, under
-flash-attention, keeps them packed and passes `cu_seqlens`); each sequence attends to itself only, exactly as in the
-padded path. What comes back is padded again: the real tokens' vectors equal the padded path's, and the
-padding positions of per-token outputs (last_hidden_state, hidden_states, MLM / token / QA logits) are zeros, where
-transformers would return values computed for the pad tokens. Inputs without padding, `output_attentions=True` and
-`unpad=False` take the padded path, which matches transformers everywhere, padding positions included; so do
-graphs (torch.export, torch.compile, torch.jit.trace, torch.fx), which cannot branch on the mask's values. In training
-mode with labels, the MLM heads score only the labelled positions (see `_mlm_logits_and_loss`).
-
-bertkit is an encoder: decoder settings (`is_decoder`, `add_cross_attention`) are refused when a model is built, and
-decoder inputs (`encoder_hidden_states`, caches) when they are passed, rather than ignored.
-
-Training on CPU: dropout draws its masks from 16 random bits per element instead of torch's per-element Bernoulli
-(`fast_dropout`), and sdpa with attention dropout runs as `eager_attention` (CPU sdpa has no fused kernel with
-dropout). Outputs in eval mode are unchanged; training sees dropout at the same rates, from different random masks.
+padding mask is built once per forward. A batch with padding runs on its real tokens only (`config.unpad`, or
+`unpad=` per call; see `bertkit.unpadding`), packed once per forward and padded once for the output. With
+`config.sparse_prediction` (or `sparse_prediction=` per call) and labels, the MLM heads score only the labelled
+positions. bertkit is an encoder: decoder settings and inputs are refused, not ignored.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -52,48 +36,12 @@ from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils import is_tracing
 
 from .configuration_bert import BertkitConfig
-from .padding import gather_tokens, length_buckets, pad_heads, pad_input, unpadding_indices
+from .unpadding import Dropout, Encoded, Unpadding, attend_buckets, attend_varlen, fast_dropout
 
 IGNORE_INDEX = -100
 # Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
 # and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.
 ATTENTION_BUCKET_TOKENS = 64
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Dropout
-# ----------------------------------------------------------------------------------------------------------------
-
-RANDOM_BITS = 16  # a CPU dropout mask draws this many random bits per element
-
-
-def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """Inverted dropout, as `F.dropout`, with a cheaper random mask on CPU.
-
-    torch's CPU dropout draws one random number per element (`bernoulli_`), about a fifth of a BERT training step
-    here. This draws 64 random bits per 4 elements and drops an element when its 16 bits fall under
-    round(p * 2^16): p is kept to within 2^-17, and the kept values are scaled by 1 / (1 - that exact rate), so the
-    expectation is unchanged. Other devices, and rates too close to 0 or 1 for 16 bits, use `F.dropout`."""
-    if not training or p == 0.0:
-        return x
-    dropped = round(p * 2**RANDOM_BITS)
-    if x.device.type != "cpu" or not 0 < dropped < 2**RANDOM_BITS:
-        return F.dropout(x, p, training=True)
-    keep = random_int16(x.numel(), x.device).view(x.shape) >= dropped - 2 ** (RANDOM_BITS - 1)  # (x.shape) bool
-    return x * keep.to(x.dtype).mul_(2**RANDOM_BITS / (2**RANDOM_BITS - dropped))
-
-
-def random_int16(count: int, device) -> torch.Tensor:
-    """`count` uniform random int16, four from each 64-bit draw of torch's generator (so torch.manual_seed rules)."""
-    draws = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=device)
-    return draws.view(torch.int16)[:count]
-
-
-class Dropout(nn.Dropout):
-    """nn.Dropout through `fast_dropout` (the same `p`, `training` and state dict)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fast_dropout(x, self.p, self.training)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -135,68 +83,6 @@ def eager_attention(module, query, key, value, attention_mask, scaling, dropout=
         scores = scores + attention_mask
     probs = fast_dropout(scores.softmax(dim=-1), dropout, module.training)
     return torch.matmul(probs, value).transpose(1, 2), probs
-
-
-class AttentionBucket(NamedTuple):
-    """Rows of similar length that attend together in one padded (B_b, H, T_b, hd) layout."""
-
-    rows: torch.Tensor | None  # (B_b,) rows of the batch; None = all of them
-    tokens: torch.Tensor | None  # (N_b,) their real tokens' places in the packed order; None = all, in order
-    batch_index: torch.Tensor  # (N_b,) row of each token within the bucket
-    position_index: torch.Tensor  # (N_b,) column of each token
-    batch: int  # B_b
-    seqlen: int  # T_b
-
-
-class Unpadding(NamedTuple):
-    """Where a padded batch's N real tokens sit, computed once per forward from the (B, T) attention mask."""
-
-    indices: torch.Tensor  # (N,) into the flattened B*T positions
-    batch_index: torch.Tensor  # (N,) row of each real token
-    position_index: torch.Tensor  # (N,) column of each real token (its position id when none are given)
-    cu_seqlens: torch.Tensor  # (B+1,) int32 cumulative lengths, for varlen kernels
-    max_seqlen: int
-    batch: int  # B
-    seqlen: int  # T
-    buckets: tuple[AttentionBucket, ...] = ()  # how attention groups the rows; () = all rows in one (B, T) layout
-    bucket_order: torch.Tensor | None = None  # (N,): packed order from the buckets' concatenated tokens
-
-    @classmethod
-    def from_mask(cls, attention_mask: torch.Tensor) -> "Unpadding":
-        indices, cu_seqlens, max_seqlen = unpadding_indices(attention_mask)
-        batch, seqlen = attention_mask.shape
-        return cls(indices, indices // seqlen, indices % seqlen, cu_seqlens, max_seqlen, batch, seqlen)
-
-    def with_length_buckets(self, granularity: int) -> "Unpadding":
-        """The same, with the rows grouped into attention buckets of similar length (see `length_buckets`)."""
-        groups = length_buckets(self.cu_seqlens.diff(), granularity)
-        if len(groups) <= 1:
-            return self
-        bucket_of_row = torch.full((self.batch,), -1, dtype=torch.long, device=self.indices.device)  # (B,)
-        local_row = torch.zeros(self.batch, dtype=torch.long, device=self.indices.device)  # (B,)
-        for number, rows in enumerate(groups):
-            bucket_of_row[rows], local_row[rows] = number, torch.arange(len(rows), device=rows.device)
-        buckets = tuple(self._bucket(rows, torch.nonzero(bucket_of_row[self.batch_index] == number).flatten(),
-                                     local_row) for number, rows in enumerate(groups))
-        order = torch.argsort(torch.cat([bucket.tokens for bucket in buckets]))  # (N,)
-        return self._replace(buckets=buckets, bucket_order=order)
-
-    def _bucket(self, rows, tokens, local_row) -> AttentionBucket:
-        positions = self.position_index[tokens]  # (N_b,)
-        width = int(positions.max()) + 1  # the longest row (or, left-padded, the rightmost real token)
-        return AttentionBucket(rows, tokens, local_row[self.batch_index[tokens]], positions, len(rows), width)
-
-    def attention_buckets(self) -> tuple[AttentionBucket, ...]:
-        whole = AttentionBucket(None, None, self.batch_index, self.position_index, self.batch, self.seqlen)
-        return self.buckets or (whole,)
-
-    def pack(self, tensor):
-        """(B, T, ...) -> (N, ...); None stays None."""
-        return None if tensor is None else gather_tokens(tensor, self.indices)
-
-    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
-        """(N, ...) -> (B, T, ...), zeros at padding."""
-        return pad_input(packed, self.indices, self.batch, self.seqlen)
 
 
 class BertkitSelfAttention(nn.Module):
@@ -249,40 +135,19 @@ class BertkitSelfAttention(nn.Module):
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
 
     def _forward_unpadded(self, hidden_states, attention_mask, unpadding: Unpadding) -> torch.Tensor:
-        """hidden_states (N, D), the real tokens only -> context (N, D). Each sequence attends to itself only: the
-        packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per bucket of rows of similar
-        length, and the padding mask hides the pad keys."""
+        """hidden_states (N, D), the real tokens only -> context (N, D); each sequence attends to itself only."""
         num_tokens = hidden_states.shape[0]
         qkv = self.project_qkv(hidden_states).view(num_tokens, -1, self.head_dim)  # (N, 3D) -> (N, 3H, hd)
-        implementation = self.config._attn_implementation
-        if implementation.startswith("flash_attention"):
-            return self._attend_varlen(*qkv.chunk(3, dim=1), unpadding, implementation)  # 3 x (N, H, hd)
-        pieces = [self._attend_bucket(qkv, attention_mask, bucket, implementation)
-                  for bucket in unpadding.attention_buckets()]
-        context = pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
-        return context.reshape(num_tokens, -1)  # (N, H, hd) -> (N, D)
+        if self.config._attn_implementation.startswith("flash_attention"):
+            return attend_varlen(self._attend, qkv, unpadding).reshape(num_tokens, -1)  # (N, H, hd) -> (N, D)
+        return attend_buckets(self._attend, qkv, attention_mask, unpadding).reshape(num_tokens, -1)
 
-    def _attend_bucket(self, qkv, attention_mask, bucket: AttentionBucket, implementation) -> torch.Tensor:
-        """Attention for one bucket of rows. qkv (N, 3H, hd) packed -> the bucket's context (N_b, H, hd)."""
-        if bucket.tokens is not None:
-            qkv = qkv[bucket.tokens]  # (N_b, 3H, hd)
-        if bucket.rows is not None and attention_mask is not None:
-            attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
-        layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
-        padded = pad_heads(qkv, *layout)  # (N_b, 3H, hd) -> (B_b, 3H, T_b, hd), zeros at padding
-        q, k, v = padded.chunk(3, dim=1)  # 3 x (B_b, H, T_b, hd)
-        attention = self._attention_function(implementation, q)
-        context, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p())
-        return context[bucket.batch_index, bucket.position_index]  # (B_b, T_b, H, hd) -> (N_b, H, hd)
-
-    def _attend_varlen(self, q, k, v, unpadding: Unpadding, implementation: str) -> torch.Tensor:
-        """flash-attention's varlen kernel reads the packed tokens and the sequence boundaries (`cu_seqlens`)."""
-        q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (N, H, hd) -> (1, H, N, hd)
-        boundaries = {"cu_seq_lens_q": unpadding.cu_seqlens, "cu_seq_lens_k": unpadding.cu_seqlens,
-                      "max_length_q": unpadding.max_seqlen, "max_length_k": unpadding.max_seqlen}
-        attention = ALL_ATTENTION_FUNCTIONS[implementation]
-        context, _ = attention(self, q, k, v, None, scaling=self.scaling, dropout=self._dropout_p(), **boundaries)
-        return context.reshape(q.shape[2], -1)  # (1, N, H, hd) -> (N, D)
+    def _attend(self, q, k, v, attention_mask, **boundaries) -> torch.Tensor:
+        """The configured kernel with this module's scaling and dropout: q, k, v (B, H, T, hd) -> (B, T, H, hd)."""
+        attention = self._attention_function(self.config._attn_implementation, q)
+        context, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=self._dropout_p(),
+                               **boundaries)
+        return context
 
 
 class BertkitSelfOutput(nn.Module):
@@ -486,6 +351,21 @@ class BertkitModel(BertkitPreTrainedModel):
         **kwargs,
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         """`unpad=` (bool) in kwargs overrides `config.unpad` for this call; loss kwargs are ignored here."""
+        encoded = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                              output_attentions, output_hidden_states, **kwargs)
+        hidden = encoded.padded()  # (B, T, D)
+        output = BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=hidden,
+            pooler_output=self.pooler(hidden) if self.pooler is not None else None,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+        )
+        return _maybe_tuple(output, return_dict, self.config)
+
+    def encode(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+               inputs_embeds=None, output_attentions=None, output_hidden_states=None, **kwargs) -> Encoded:
+        """The encoder's output before re-padding: packed (N, D) with its Unpadding when the call runs unpadded (see
+        `unpadding`), else (B, T, D). The heads that work per token read it, so a forward packs and pads once."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         _refuse_decoder_inputs(kwargs)
@@ -494,25 +374,17 @@ class BertkitModel(BertkitPreTrainedModel):
             "output_hidden_states": bool(_call_or_config(output_hidden_states, "output_hidden_states", self.config)),
         }
         unpadding = self.unpadding(attention_mask, output_attentions=options["output_attentions"], **kwargs)
-        if unpadding is not None and self.config._attn_implementation in ("sdpa", "eager"):  # masks are tensors
-            unpadding = unpadding.with_length_buckets(ATTENTION_BUCKET_TOKENS)
         if unpadding is None:
             embedded = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, D)
             mask = self._attention_mask(attention_mask, embedded, options["output_attentions"])
-            hidden, all_hidden, all_attentions = self.encoder(embedded, mask, **options)
         else:
+            if self.config._attn_implementation in ("sdpa", "eager"):  # masks are tensors
+                unpadding = unpadding.with_length_buckets(ATTENTION_BUCKET_TOKENS)
             embedded = self._embed_unpadded(unpadding, input_ids, token_type_ids, position_ids, inputs_embeds)
             shape_only = embedded.new_empty((unpadding.batch, unpadding.seqlen, 0))  # (B, T, 0): the mask's metadata
             mask = self._attention_mask(attention_mask, shape_only, output_attentions=False)
-            hidden, all_hidden, all_attentions = self.encoder(embedded, mask, unpadding=unpadding, **options)
-            hidden = unpadding.unpack(hidden)  # (N, D) -> (B, T, D), zeros at padding
-        output = BaseModelOutputWithPoolingAndCrossAttentions(
-            last_hidden_state=hidden,
-            pooler_output=self.pooler(hidden) if self.pooler is not None else None,
-            hidden_states=all_hidden,
-            attentions=all_attentions,
-        )
-        return _maybe_tuple(output, return_dict, self.config)
+        hidden, all_hidden, all_attentions = self.encoder(embedded, mask, unpadding=unpadding, **options)
+        return Encoded(hidden, unpadding, all_hidden, all_attentions)
 
     def _embed_unpadded(self, unpadding, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
         """Embeddings of the real tokens only: (N, D)."""
@@ -667,16 +539,15 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
                 output_hidden_states=None, return_dict=None, **kwargs) -> BertForPreTrainingOutput:
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
-        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
-        prediction_logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
-        nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
+        encoded = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                   output_attentions, output_hidden_states, **kwargs)
+        prediction_logits, loss = _mlm_logits_and_loss(self, encoded, labels, kwargs)
+        nsp_logits = self.cls.seq_relationship(self.bert.pooler(encoded.first_tokens()))  # (B, 2)
         if labels is not None and next_sentence_label is not None:
             loss = loss + self._nsp_loss(nsp_logits, next_sentence_label, labels, kwargs.get("num_items_in_batch"))
         output = BertForPreTrainingOutput(loss=loss, prediction_logits=prediction_logits,
                                           seq_relationship_logits=nsp_logits,
-                                          hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+                                          hidden_states=encoded.hidden_states, attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
 
     @staticmethod
@@ -689,32 +560,26 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         return loss * _normalise(mlm_labels.ne(IGNORE_INDEX).sum().float(), None, num_items_in_batch)
 
 
-def _mlm_logits_and_loss(model, hidden_states, labels, unpadding, kwargs):
-    """Vocabulary logits and the MLM loss. In training with labels only the labelled positions are scored: logits
-    are then (M, V) for the M positions with labels != -100, in row-major order (`labels[labels != -100]`), which
-    skips most of the largest matmul. Otherwise (B, T, V), computed on the real tokens only when unpadded."""
-    num_items_in_batch = kwargs.get("num_items_in_batch")
+def _mlm_logits_and_loss(model, encoded: Encoded, labels, kwargs):
+    """Vocabulary logits and the MLM loss. Sparse prediction (`config.sparse_prediction`, or `sparse_prediction=` in
+    the call) with labels scores the labelled positions only: logits are then (M, V) for the M positions with
+    labels != -100, in row-major order (`labels[labels != -100]`), which skips most of the largest matmul. Otherwise
+    (B, T, V), as in stock BERT, computed on the real tokens only when unpadded."""
     if labels is None:
-        return _per_token(model.cls.predictions, hidden_states, unpadding), None
-    labels = labels.to(hidden_states.device)
-    if model.training:
+        return encoded.per_token(model.cls.predictions), None
+    labels = labels.to(encoded.hidden.device)
+    if _call_or_config(kwargs.get("sparse_prediction"), "sparse_prediction", model.config):
         selected = labels.ne(IGNORE_INDEX)  # (B, T)
-        logits = model.cls.predictions(hidden_states[selected])  # (M, D) -> (M, V)
-        return logits, token_cross_entropy(logits, labels[selected], num_items_in_batch)
-    logits = _per_token(model.cls.predictions, hidden_states, unpadding)  # (B, T, V)
-    return logits, token_cross_entropy(logits, labels, num_items_in_batch)
-
-
-def _per_token(head, hidden_states, unpadding):
-    """A per-token head. (B, T, D) -> (B, T, C); unpadded: applied to the real tokens only, zeros at padding."""
-    if unpadding is None:
-        return head(hidden_states)
-    return unpadding.unpack(head(unpadding.pack(hidden_states)))  # (B, T, D) -> (N, D) -> (N, C) -> (B, T, C)
+        logits = model.cls.predictions(encoded.select(selected))  # (M, D) -> (M, V)
+        labels = labels[selected]  # (M,)
+    else:
+        logits = encoded.per_token(model.cls.predictions)  # (B, T, V)
+    return logits, token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
 
 
 class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
-    """Masked language modelling. In training mode with `labels`, `logits` holds only the labelled positions
-    ((M, V), see `_mlm_logits_and_loss`); in eval mode, as in Trainer's prediction loop, it is (B, T, V)."""
+    """Masked language modelling. `logits` is (B, T, V); with sparse prediction and `labels`, (M, V) for the
+    labelled positions only (see `_mlm_logits_and_loss`), in training and evaluation alike."""
 
     _tied_weights_keys = _TIED_MLM_WEIGHTS
 
@@ -727,20 +592,12 @@ class BertkitForMaskedLM(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None, **kwargs) -> MaskedLMOutput:
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
-        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
-        logits, loss = _mlm_logits_and_loss(self, outputs.last_hidden_state, labels, unpadding, kwargs)
-        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                attentions=outputs.attentions)
+        encoded = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                   output_attentions, output_hidden_states, **kwargs)
+        logits, loss = _mlm_logits_and_loss(self, encoded, labels, kwargs)
+        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
-
-
-def _encoder_kwargs(output_attentions, output_hidden_states, kwargs) -> dict:
-    """What a head passes to its encoder: the output switches, return_dict=True (the head makes its own tuple), and
-    the call's other kwargs: `unpad`, loss kwargs (which the encoder ignores), decoder inputs (which it refuses)."""
-    return {**kwargs, "output_attentions": output_attentions, "output_hidden_states": output_hidden_states,
-            "return_dict": True}
 
 
 def _classifier_dropout(config: BertkitConfig) -> Dropout:
@@ -771,19 +628,19 @@ class BertkitForSequenceClassification(BertkitPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None, **kwargs) -> SequenceClassifierOutput:
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
+        encoded = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                   output_attentions, output_hidden_states, **kwargs)
         if self.config.classifier_pooling == "mean":
-            pooled = mean_pool(outputs.last_hidden_state, attention_mask)
+            pooled = mean_pool(encoded.padded(), attention_mask)
         else:
-            pooled = outputs.pooler_output
+            pooled = self.bert.pooler(encoded.first_tokens())  # (B, D)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = None
         if labels is not None:
             self.config.problem_type = _infer_problem_type(self.config, labels)
             loss = sequence_loss(logits, labels, self.config.problem_type, kwargs.get("num_items_in_batch"))
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                          attentions=outputs.attentions)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                          attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
 
 
@@ -799,13 +656,12 @@ class BertkitForTokenClassification(BertkitPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None, **kwargs) -> TokenClassifierOutput:
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
-        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
-        logits = _per_token(self._classify, outputs.last_hidden_state, unpadding)  # (B, T, num_labels)
+        encoded = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                   output_attentions, output_hidden_states, **kwargs)
+        logits = encoded.per_token(self._classify)  # (B, T, num_labels)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
-        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                       attentions=outputs.attentions)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                       attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
 
     def _classify(self, hidden_states):
@@ -832,16 +688,15 @@ class BertkitForQuestionAnswering(BertkitPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, start_positions=None, end_positions=None, output_attentions=None,
                 output_hidden_states=None, return_dict=None, **kwargs) -> QuestionAnsweringModelOutput:
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
-        unpadding = self.bert.unpadding(attention_mask, output_attentions=output_attentions, **kwargs)
-        logits = _per_token(self.qa_outputs, outputs.last_hidden_state, unpadding)  # (B, T, 2)
+        encoded = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                   output_attentions, output_hidden_states, **kwargs)
+        logits = encoded.per_token(self.qa_outputs)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = (self._span_loss(start_logits, start_positions) + self._span_loss(end_logits, end_positions)) / 2
         output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                              hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+                                              hidden_states=encoded.hidden_states, attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
 
     @staticmethod
@@ -867,11 +722,12 @@ class BertkitForMultipleChoice(BertkitPreTrainedModel):
         reference = input_ids if input_ids is not None else inputs_embeds
         num_choices = reference.shape[1]
         flat = [_flatten_choices(t) for t in (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)]
-        outputs = self.bert(*flat, **_encoder_kwargs(output_attentions, output_hidden_states, kwargs))
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B*N, 1) -> (B, N)
+        encoded = self.bert.encode(*flat, output_attentions, output_hidden_states, **kwargs)
+        pooled = self.bert.pooler(encoded.first_tokens())  # (B*N, D)
+        logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)  # (B*N, 1) -> (B, N)
         loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch")) if labels is not None else None
-        output = MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                           attentions=outputs.attentions)
+        output = MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
+                                           attentions=encoded.attentions)
         return _maybe_tuple(output, return_dict, self.config)
 
 

@@ -12,7 +12,7 @@ from helpers import HEAD_PAIRS, output_tensors, random_batch, tiny_config_kwargs
 
 import bertkit
 from bertkit import modeling_bert
-from bertkit.modeling_bert import Unpadding
+from bertkit.unpadding import Unpadding
 
 ATOL = 1e-5
 PER_TOKEN = {"last_hidden_state": 3, "logits": 3, "prediction_logits": 3, "start_logits": 2, "end_logits": 2}
@@ -106,7 +106,7 @@ def scalar_loss(head, output, mask):
 
 @pytest.mark.parametrize("head,problem_type", HEAD_CASES, ids=CASE_IDS)
 def test_gradients_match_the_padded_path(head, problem_type, bucket_tokens):
-    model = build(head, problem_type).train()  # training mode: the MLM heads score only the labelled positions
+    model = build(head, problem_type).train()
     batch = ragged_batch(head, problem_type)
     grads = []
     for unpad in (True, False):
@@ -217,21 +217,23 @@ def test_config_field_is_saved_and_harmless_to_stock_transformers(tmp_path):
     assert bertkit.BertkitConfig().unpad is True
 
 
-def test_mlm_training_scores_only_labelled_positions():
-    model = build("mlm")
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("unpad", [True, False])
+def test_sparse_prediction_scores_only_labelled_positions(mode, unpad):
+    model = build("mlm", sparse_prediction=True).train(mode == "train")
     batch = ragged_batch("mlm")
     selected = batch["labels"] != -100
-    model.train()
-    trained = model(**batch)
-    model.eval()
+    sparse = model(**batch, unpad=unpad)
+    model.config.sparse_prediction = False
     with torch.no_grad():
-        evaluated = model(**batch)
-    assert trained.logits.shape == (int(selected.sum()), 99)
-    assert evaluated.logits.shape == (4, 10, 99)
-    assert (trained.logits - evaluated.logits[selected]).abs().max() <= ATOL
-    assert (trained.loss - evaluated.loss).abs() <= ATOL
-    pretraining = build("pretraining").train()
-    assert pretraining(**ragged_batch("pretraining")).prediction_logits.shape == trained.logits.shape
+        full = model(**batch, unpad=unpad)
+    assert sparse.logits.shape == (int(selected.sum()), 99)
+    assert full.logits.shape == (4, 10, 99)
+    assert (sparse.logits - full.logits[selected]).abs().max() <= ATOL
+    assert (sparse.loss - full.loss).abs() <= ATOL
+    assert model(**batch, unpad=unpad, sparse_prediction=True).logits.shape == sparse.logits.shape  # per call
+    pretraining = build("pretraining", sparse_prediction=True).train(mode == "train")
+    assert pretraining(**ragged_batch("pretraining")).prediction_logits.shape == sparse.logits.shape
 
 
 @pytest.mark.parametrize("use_reentrant", [False, True])
