@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import TRAIN_KEY, _show
+from .config.reading import _show
+from .config.train import TRAIN_KEY
 from .errors import BertkitError, ConfigValueError
 
 MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
