@@ -7,8 +7,9 @@
 Columns and the label kind are detected from the files (override with data.text_column=..., data.label_kind=...).
 The label map comes from the training split and is saved in the model config; with a dev split the run evaluates
 every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it. Texts longer than
-data.max_length follow long_doc (bertkit/long_docs.py): truncation (head, tail, head_tail) or overlapping windows
-(chunk) whose predictions are aggregated per document, so dev metrics always count documents, never windows.
+data.max_length follow long_doc (bertkit/tasks/classify/long_docs.py): truncation (head, tail, head_tail) or
+overlapping windows (chunk) whose predictions are aggregated per document, so dev metrics always count documents,
+never windows. What predict / evaluate need (max_length, columns, long_doc) is saved in the model's config.json.
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
 import transformers
 
-from bertkit import BertkitConfig, BertkitForSequenceClassification
+from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.console import load_pretrained
-from bertkit.classification import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, document_probabilities,
-                                    encode_split, score)
-from bertkit.data import LabelSpace, load_split
+from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.long_docs import LongDocConfig, first_windows
-from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
+from bertkit.tasks.classify import (SELECTION_METRIC, LongDocConfig, Settings, compute_metrics_fn, encode,
+                                    final_evaluation, first_windows, pop_doc_ids, read_examples)
 from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
                               selection_metric, start_run, training_arguments)
 
@@ -106,18 +104,23 @@ class Config:
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
 
 
+def inference_settings(cfg: Config) -> Settings:
+    """What predict / evaluate need of this run, saved in the model's config.json."""
+    return Settings(cfg.data.max_length, cfg.data.text_column, cfg.data.text_pair_column, cfg.data.label_column,
+                    cfg.long_doc)
+
+
 def load_data(cfg: Config, tokenizer):
     """Training and dev splits as model rows (one per window under long_doc.strategy=chunk, else one per example)
     with labels encoded by the training split's label space, and a `doc_id` column: the example each row came from."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (csv, tsv, json, jsonl, parquet)")
-    overrides = {"text_column": cfg.data.text_column, "text_pair_column": cfg.data.text_pair_column,
-                 "label_column": cfg.data.label_column}
-    train, columns, labels = load_split(cfg.data.train, overrides, None, require_label=True,
-                                        label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
-    dev = load_split(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    overrides = inference_settings(cfg).columns()
+    train, columns, labels = read_examples(cfg.data.train, overrides, None, require_label=True,
+                                           label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
+    dev = read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
     cfg.long_doc.check(cfg.data.max_length, labels.kind)
-    splits = [encode_split(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
+    splits = [encode(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
         f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
@@ -138,29 +141,6 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="SEQ_CLS")
     return model
-
-
-def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggregate: str):
-    """Dev metrics of the final model, per document (window predictions aggregated); for multi-label, the threshold
-    that maximises micro-F1 on dev first."""
-    output = trainer.predict(dev, metric_key_prefix="eval")
-    probs = document_probabilities(output.predictions, doc_ids, labels.kind, aggregate)
-    references = np.asarray(output.label_ids)[first_windows(doc_ids)]
-    threshold = DEFAULT_THRESHOLD
-    if labels.kind == "multi":
-        threshold = best_threshold(probs, references.astype(int))
-    metrics = {**score(probs, references, labels, threshold), "documents": len(references)}
-    files = {}
-    if labels.kind == "single":
-        predicted = probs.argmax(-1)
-        files["classification_report.txt"] = classification_report_text(references, predicted, labels.names)
-        files["confusion_matrix.json"] = confusion_matrix_table(references, predicted, labels.names)
-    return metrics, threshold, files
-
-
-def pop_doc_ids(split):
-    """The split without its doc_id column (the model must not see it), and the column as an array."""
-    return (split.remove_columns("doc_id"), np.asarray(split["doc_id"])) if split is not None else (None, None)
 
 
 def main(cfg: Config) -> dict:
@@ -192,6 +172,7 @@ def main(cfg: Config) -> dict:
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
     if labels.kind == "multi":
         labels.threshold = final_model.config.multi_label_threshold = threshold
+    setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "threshold": threshold, "selection_metric": selection,
                "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0,

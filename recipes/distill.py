@@ -22,15 +22,16 @@ import datasets
 import numpy as np
 import transformers
 
-from bertkit import BertkitConfig, BertkitForSequenceClassification
+from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer, resolve_model
 from bertkit.checks import check_data_file, check_max_length, check_recipe, require
-from bertkit.classification import SELECTION_METRIC, compute_metrics_fn, encode_split, probabilities, score
-from bertkit.data import LabelSpace, load_split
+from bertkit.data import LabelSpace
 from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
                              student_from_teacher)
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
+                                    read_examples, score)
 from bertkit.console import load_pretrained
 from bertkit.training import (finish_run, optimizer_with_llrd, run_summary, run_trainer, say, selection_metric,
                               start_run, training_arguments)
@@ -111,22 +112,26 @@ class Config:
         require(self.hidden_weight >= 0, "hidden_weight", self.hidden_weight, "0 or more", "use 0 (off) or e.g. 1.0")
 
 
+def inference_settings(cfg: Config) -> Settings:
+    """What predict / evaluate need of the student, saved in its config.json (texts are truncated: long_doc head)."""
+    return Settings(cfg.data.max_length, cfg.data.text_column, cfg.data.text_pair_column, cfg.data.label_column)
+
+
 def load_data(cfg: Config, tokenizer, labels: LabelSpace):
     """Training rows (labelled, then unlabelled transfer text with labels -100) and dev rows, encoded with the
     teacher's label map."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (labels spelled as the teacher's label map)")
-    overrides = {"text_column": cfg.data.text_column, "text_pair_column": cfg.data.text_pair_column,
-                 "label_column": cfg.data.label_column}
-    train, columns, _ = load_split(cfg.data.train, overrides, labels, require_label=True)
-    dev = load_split(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
-    encoded = [encode_split(tokenizer, split, columns, cfg.data.max_length, name=name).remove_columns("doc_id")
+    overrides = inference_settings(cfg).columns()
+    train, columns, _ = read_examples(cfg.data.train, overrides, labels, require_label=True)
+    dev = read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    encoded = [encode(tokenizer, split, columns, cfg.data.max_length, name=name).remove_columns("doc_id")
                if split is not None else None for name, split in (("train", train), ("dev", dev))]
     unlabelled = 0
     if cfg.data.unlabelled:
-        extra, extra_columns, _ = load_split(cfg.data.unlabelled, {**overrides, "label_column": None}, labels,
-                                             require_label=False)
-        rows = encode_split(tokenizer, extra, extra_columns, cfg.data.max_length, name="unlabelled")
+        extra, extra_columns, _ = read_examples(cfg.data.unlabelled, {**overrides, "label_column": None}, labels,
+                                                require_label=False)
+        rows = encode(tokenizer, extra, extra_columns, cfg.data.max_length, name="unlabelled")
         rows = rows.remove_columns("doc_id").add_column("labels", [-100] * len(rows)).cast(encoded[0].features)
         encoded[0], unlabelled = datasets.concatenate_datasets([encoded[0], rows]), len(rows)
     say(f"{len(train)} labelled + {unlabelled} unlabelled train / {len(dev) if dev else 0} dev examples; "
@@ -160,6 +165,7 @@ def build_student(cfg: Config, teacher, labels: LabelSpace):
         student = student_from_teacher(teacher, picked)
     check_student(student, teacher, cfg.hidden_weight)
     student.config.distilled_from, student.config.distilled_layers = str(cfg.teacher), picked
+    setattr(student.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
     return student, picked
 
 

@@ -149,11 +149,11 @@ def test_cli_run_predict_evaluate_agree(tiny_model_dir, sentiment, tmp_path):
 
 @pytest.mark.gpu
 def test_predict_runs_on_the_gpu(tiny_model_dir, sentiment, tmp_path):
-    from bertkit.predict import load_classifier
+    from bertkit.tasks.classify import load_predictor
 
     out = tmp_path / "run"
     run_recipe(base_overrides(tiny_model_dir, sentiment["train"], sentiment["dev"], out))
-    assert load_classifier(str(out)).model.device.type == "cuda"
+    assert load_predictor(str(out)).model.device.type == "cuda"
     predictions = tmp_path / "predictions.jsonl"
     result = runner.invoke(app, ["predict", str(out), sentiment["dev"], "-o", str(predictions), "--precision", "auto"])
     assert result.exit_code == 0, result.output

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 import bertkit
 from bertkit.cli import app
-from bertkit.predict import inference_precision, load_classifier, predict_probabilities
+from bertkit.inference import inference_precision
+from bertkit.tasks.classify import load_predictor, predict_probabilities
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -37,9 +38,9 @@ def classifier_dir(tmp_path_factory, minilm_dir):
 
 def test_int8_quantizes_the_linear_layers_and_stays_close(classifier_dir):
     with inference_precision("fp32"):
-        fp32 = load_classifier(classifier_dir)
+        fp32 = load_predictor(classifier_dir)
     with inference_precision("int8"):
-        int8 = load_classifier(classifier_dir)
+        int8 = load_predictor(classifier_dir)
     query = int8.model.bert.encoder.layer[0].attention.self.query
     assert isinstance(query, torch.ao.nn.quantized.dynamic.Linear) and int8.model.device.type == "cpu"
     assert type(fp32.model.bert.encoder.layer[0].attention.self.query) is torch.nn.Linear

@@ -14,14 +14,14 @@ import transformers
 from typer.testing import CliRunner
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
-from bertkit.classification import compute_metrics_fn, encode_split
 from bertkit.cli import app
 from bertkit.data import ColumnMap, LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.inspection import coverage_report, document_coverage
-from bertkit.long_docs import (LongDocConfig, aggregate, combine, covered, encode_documents, evenly_spaced,
-                               plan_windows, window_spans)
-from bertkit.predict import Classifier, predict_probabilities
+from bertkit.tasks.classify import Classifier, compute_metrics_fn, encode, predict_probabilities
+from bertkit.tasks.classify.long_docs import (LongDocConfig, aggregate, combine, covered, encode_documents,
+                                              evenly_spaced, plan_windows)
+from bertkit.windows import sliding_windows
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data" / "long_docs"
@@ -43,15 +43,15 @@ def tokens(tokenizer, ids):
 # ------------------------------------------------------------------------------------------------ windows
 
 
-def test_window_spans_exact():
-    assert window_spans(30, 10, 3) == [(0, 10), (7, 17), (14, 24), (21, 30)]
-    assert window_spans(30, 10, 0) == [(0, 10), (10, 20), (20, 30)]
-    assert window_spans(30, 8, 4) == [(0, 8), (4, 12), (8, 16), (12, 20), (16, 24), (20, 28), (24, 30)]
-    assert window_spans(11, 10, 3) == [(0, 10), (7, 11)]
-    assert window_spans(10, 10, 3) == [(0, 10)]
-    assert window_spans(0, 10, 3) == [(0, 0)]
+def test_sliding_windows_exact():
+    assert sliding_windows(30, 10, 3) == [(0, 10), (7, 17), (14, 24), (21, 30)]
+    assert sliding_windows(30, 10, 0) == [(0, 10), (10, 20), (20, 30)]
+    assert sliding_windows(30, 8, 4) == [(0, 8), (4, 12), (8, 16), (12, 20), (16, 24), (20, 28), (24, 30)]
+    assert sliding_windows(11, 10, 3) == [(0, 10), (7, 11)]
+    assert sliding_windows(10, 10, 3) == [(0, 10)]
+    assert sliding_windows(0, 10, 3) == [(0, 0)]
     # max_length 512, stride 128: a 1,000-token text -> windows of 510 starting every 382 tokens
-    assert window_spans(1000, 510, 128) == [(0, 510), (382, 892), (764, 1000)]
+    assert sliding_windows(1000, 510, 128) == [(0, 510), (382, 892), (764, 1000)]
 
 
 @pytest.mark.parametrize("max_length,stride", [(12, 3), (10, 4), (14, 0)])
@@ -93,8 +93,8 @@ def test_max_windows_keeps_evenly_spaced_first_and_last(tokenizer, caplog):
     assert covered(rows) == 8 + 8 + 6
     split = datasets.Dataset.from_dict({"text": [NUMBERS, "tiny", NUMBERS], "labels": [0, 1, 1]})
     with caplog.at_level(logging.WARNING, logger="bertkit"):
-        rows = encode_split(tokenizer, split, ColumnMap("text"), 10, LongDocConfig("chunk", stride=4, max_windows=3),
-                            "dev")
+        rows = encode(tokenizer, split, ColumnMap("text"), 10, LongDocConfig("chunk", stride=4, max_windows=3),
+                      "dev")
     assert rows["doc_id"] == [0, 0, 0, 1, 2, 2, 2] and rows["labels"] == [0, 0, 0, 1, 1, 1, 1]
     assert "2 of 3 dev documents" in caplog.text and "max_windows=3" in caplog.text
 
@@ -365,7 +365,7 @@ def test_inspect_reports_what_each_strategy_keeps(tiny_model_dir, long_docs, tok
     capped = report["chunk (stride 16, max 4 windows)"]
     kept = []
     for n in lengths:
-        spans = window_spans(n, 62, 16)
+        spans = sliding_windows(n, 62, 16)
         kept.append(covered([[spans[i]] for i in evenly_spaced(len(spans), 4)]))
     assert capped["windows_max"] == 4 and capped["mean_share_kept"] == pytest.approx(np.mean(np.array(kept) / lengths))
     assert capped["mean_share_kept"] < 1.0
