@@ -124,11 +124,11 @@ def test_checkpoint_that_no_task_can_predict_with(tmp_path, good):
 
 def test_classifier_loader_refuses_a_checkpoint_of_another_task(tmp_path):
     from bertkit.errors import BertkitError
-    from bertkit.predict import load_classifier
+    from bertkit.tasks.classify import load_predictor
 
     model_dir = _save_stock(transformers.BertForTokenClassification, tmp_path / "ner-model")
     with pytest.raises(BertkitError, match="BertForTokenClassification"):
-        load_classifier(model_dir)
+        load_predictor(model_dir)
 
 
 def test_predict_on_missing_model_dir(tmp_path, good):

@@ -149,7 +149,7 @@ def test_a_directory_mixing_two_runs_is_refused(finished, tiny_model_dir, sentim
 def test_stock_model_directories_still_load(minilm_dir, tiny_model_dir, sentiment, tmp_path):  # noqa: F811
     """No bertkit_config.yaml: a downloaded or save_pretrained model, fine-tuned or not, is not a bertkit run."""
     from bertkit.checkpoints import check_model_dir
-    from bertkit.predict import load_classifier
+    from bertkit.tasks.classify import load_predictor
 
     check_model_dir(minilm_dir, "model=")
     stock = tmp_path / "stock"
@@ -157,7 +157,7 @@ def test_stock_model_directories_still_load(minilm_dir, tiny_model_dir, sentimen
                                                      label2id={"neg": 0, "pos": 1})
     transformers.BertForSequenceClassification.from_pretrained(tiny_model_dir, config=config).save_pretrained(stock)
     transformers.AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(stock)
-    assert load_classifier(str(stock)).model.config.id2label == {0: "neg", 1: "pos"}
+    assert load_predictor(str(stock)).model.config.id2label == {0: "neg", 1: "pos"}
     result = runner.invoke(app, ["predict", str(stock), sentiment["dev"], "-o", str(tmp_path / "p.jsonl")])
     assert result.exit_code == 0, result.output
 
