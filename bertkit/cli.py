@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import importlib
@@ -78,6 +79,30 @@ OS_ERROR_HINTS = {
 }
 
 
+# -------------------------------------------------------------------------------------------------------- memory
+
+# glibc's malloc hands a freed block above its mmap threshold (at most 32 MB by default) back to the OS, and the next
+# allocation of that size page-faults every page in again. A BERT training step frees and re-allocates blocks that
+# large every time: the word-embedding gradient alone is 47 MB for MiniLM, 94 MB for bert-base.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
+KEEP_FREED_BELOW_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc keep freed blocks under 1 GB in the heap for reuse, as tcmalloc, jemalloc or torch's CUDA caching
+    allocator do, instead of returning them to the OS. On MiniLM training steps (2 CPU cores) this made steps 6-9 %
+    faster; the process then holds on to its peak memory until it exits. For processes bertkit owns (the CLI). True
+    if applied; False off Linux or without glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BELOW_BYTES)
+                    and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    except (OSError, AttributeError):  # another C library
+        return False
+
+
 # -------------------------------------------------------------------------------------------------------- recipes
 
 
@@ -110,7 +135,6 @@ def run(
     """Run a recipe: its defaults, then the YAML config, then key=value overrides. The full log goes to
     OUTPUT_DIR/train.log."""
     from .console import console_session, log_failure
-    from .training import keep_freed_memory
 
     if verbose and quiet:
         raise BertkitError("--verbose and --quiet contradict each other — give one of them")
@@ -192,29 +216,23 @@ def _yaml(data) -> str:
 
 # ---------------------------------------------------------------------------------------------------- models
 
-# Which module predicts / evaluates a fine-tuned model, by the suffix of its saved architecture. Each module has
-# predict_file(model_dir, input_file, output, batch_size) -> count and evaluate_file(...) -> metrics.
-TASK_MODULES = {
-    "ForSequenceClassification": "bertkit.predict",
-    "ForTokenClassification": "bertkit.ner",
-    "ForQuestionAnswering": "bertkit.qa",
-    "ForMultipleChoice": "bertkit.choice",
-}
-
-
-def task_module(model_dir: str):
-    from .checkpoints import model_task
+def task_module(model_dir: str) -> ModuleType:
+    """The task module (bertkit/tasks) that predicts / evaluates the model in `model_dir`, by its saved
+    architecture (tasks.TASKS, the one table)."""
+    from . import tasks
+    from .rundir import model_task
 
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
     if not (Path(model_dir) / "config.json").is_file():
         raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
     architecture = model_task(model_dir)
-    for suffix, module_name in TASK_MODULES.items():
-        if architecture and architecture.endswith(suffix):
-            return importlib.import_module(module_name)
-    raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                       f"predict/evaluate cannot use — give a model fine-tuned by classify, ner, qa or choice")
+    task = tasks.task_of_architecture(architecture)
+    if task is None:
+        names = ", ".join(dict.fromkeys(task.name for task in tasks.TASKS))
+        raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
+                           f"predict/evaluate cannot use — give a model trained by {names}")
+    return tasks.task_module(task.name)
 
 
 PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), auto "
@@ -234,7 +252,7 @@ def predict(
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa) or the chosen option (choice) — the model directory says which."""
     from .console import console_session
-    from .predict import inference_precision
+    from .inference import inference_precision
 
     with console_session(), inference_precision(precision):  # bertkit's bar over examples, not transformers' bars
         count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
@@ -252,7 +270,7 @@ def evaluate(
 ):
     """Compute metrics of a fine-tuned model on a labelled file."""
     from .console import console_session, result_line
-    from .predict import inference_precision
+    from .inference import inference_precision
 
     with console_session(), inference_precision(precision):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
@@ -288,23 +306,23 @@ def inspect_command(
                                    "decides a label column that auto refuses as ambiguous."),
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
+    from .console import summary
     from .inspection import coverage_table, inspect_data
-    from .training import summary_table
 
     report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
-    summary_table(f"{train_file}: {report['rows']} rows", {
+    summary(f"{train_file}: {report['rows']} rows", {
         **{f"column {k}": v for k, v in report["columns"].items() if v},
         "label kind": report["label_kind"], **{f"label {k}": v for k, v in report["labels"].items()}})
     tokens = report["tokens"]
-    summary_table(f"length in tokens ({model})", {
+    summary(f"length in tokens ({model})", {
         **{k: v for k, v in tokens.items() if isinstance(v, int)},
         f"share over {max_length}": f"{tokens['over_max_length']:.1%}",
         "tokens kept by truncation": f"{tokens['tokens_kept_by_truncation']:.1%}",
         "[UNK] rate": f"{report['unknown_token_rate']:.2%}"})
-    summary_table(*coverage_table(report))
+    summary(*coverage_table(report))
     quality = report["quality"]
-    summary_table("quality", {**{f"train {k}": v for k, v in quality["train"].items() if not isinstance(v, list)},
-                              "train/dev overlap": quality["train_dev_overlap"]})
+    summary("quality", {**{f"train {k}": v for k, v in quality["train"].items() if not isinstance(v, list)},
+                        "train/dev overlap": quality["train_dev_overlap"]})
 
 
 @app.command()
@@ -344,4 +362,4 @@ def main():
     app()
 
 
-__all__ = ["app", "main", "load_recipe", "recipe_names"]
+__all__ = ["app", "main", "load_recipe", "recipe_names", "task_module", "keep_freed_memory"]

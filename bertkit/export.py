@@ -22,72 +22,22 @@ import contextlib
 import logging
 import shutil
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 from torch import nn
 
-from .checkpoints import TOKENIZER_FILES, load_finetuned, model_task
+from .checkpoints import TOKENIZER_FILES, load_finetuned
+from .console import say, summary
 from .errors import BertkitError
-from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
-                            BertkitForTokenClassification)
-from .rundir import RUN_CONFIG_FILE, remove_record, write_json_atomic, write_record
-from .training import read_run_config, say, summary_table
+from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
+                         session)
+from .rundir import RUN_CONFIG_FILE, read_run_config, remove_record, write_json_atomic, write_record
 
-ONNX_FILE = "model.onnx"
-INT8_FILE = "model_int8.onnx"
-EXPORT_FILE = "onnx_export.json"
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
-INSTALL_HINT = 'pip install "bertkit[onnx]"'
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
                 "added_tokens.json", *TOKENIZER_FILES)
-
-
-@dataclass(frozen=True)
-class Head:
-    """A fine-tuned head: its class, the recipe that trains it, its output tensors, and whether inputs are
-    (B, N choices, T) instead of (B, T)."""
-
-    model_class: type
-    recipe: str
-    module: str  # where its predict_file / evaluate_file live
-    outputs: tuple[str, ...]
-    choices: bool = False
-
-
-HEADS = {
-    "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", "bertkit.predict", ("logits",)),
-    "ForTokenClassification": Head(BertkitForTokenClassification, "ner", "bertkit.ner", ("logits",)),
-    "ForQuestionAnswering": Head(BertkitForQuestionAnswering, "qa", "bertkit.qa", ("start_logits", "end_logits")),
-    "ForMultipleChoice": Head(BertkitForMultipleChoice, "choice", "bertkit.choice", ("logits",), choices=True),
-}
-
-
-def require_onnx() -> None:
-    """ONNX Runtime, onnx and onnxscript importable, or one line saying how to install them."""
-    for name in ("onnxruntime", "onnx", "onnxscript"):
-        try:
-            __import__(name)
-        except ImportError:
-            raise BertkitError(f"ONNX export and ONNX Runtime inference need the optional packages onnxruntime, "
-                               f"onnx and onnxscript ({name} is not installed) — {INSTALL_HINT}") from None
-
-
-def head_of(model_dir: str | Path) -> Head:
-    architecture = model_task(str(model_dir)) or ""
-    for suffix, head in HEADS.items():
-        if architecture.endswith(suffix):
-            return head
-    raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint — export "
-                       "needs a model fine-tuned by classify, ner, qa, choice or distill")
-
-
-def is_onnx_export(model_dir: str | Path) -> bool:
-    return (Path(model_dir) / EXPORT_FILE).is_file()
 
 
 # ------------------------------------------------------------------------------------------------ exporting
@@ -159,15 +109,6 @@ def export_onnx(model: nn.Module, head: Head, path: Path) -> Path:
                                     input_names=list(INPUT_NAMES), output_names=list(head.outputs), verbose=False)
         program.save(str(path))
     return path
-
-
-def session(path: str | Path, threads: int | None = None):
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def check_parity(model: nn.Module, head: Head, path: Path, shapes=((1, 5), (3, 17), (8, 64))) -> float:
@@ -268,7 +209,7 @@ def dev_metrics(export_dir: str, precisions: list[str]) -> dict:
     by side; {} (with a line saying why) when the run had no dev file or it is not there any more."""
     import importlib
 
-    from .predict import inference_precision
+    from .inference import inference_precision
 
     dev = read_run_config(export_dir).get("data", {}).get("eval")
     if not dev or not Path(dev).exists():
@@ -281,49 +222,9 @@ def dev_metrics(export_dir: str, precisions: list[str]) -> dict:
             results[precision] = module.evaluate_file(export_dir, dev)
     rows = {key: " / ".join(f"{results[p][key]:.4f}" for p in precisions) for key in results[precisions[0]]
             if all(isinstance(results[p].get(key), float) for p in precisions)}
-    summary_table(f"ONNX Runtime on {dev}: {' / '.join(precisions)}", rows)
+    summary(f"ONNX Runtime on {dev}: {' / '.join(precisions)}", rows)
     return results
 
 
-# ------------------------------------------------------------------------------------------------ running
-
-
-class OnnxModel:
-    """An exported model behind the interface predict / evaluate use of a PyTorch one: `.config`, `.device`, and a
-    call on a batch of tensors that returns an object with the head's output tensors (logits, or start_logits and
-    end_logits). Missing token_type_ids are zeros, as in the PyTorch model."""
-
-    def __init__(self, path: Path, config, head: Head):
-        self.session, self.config, self.head = session(path), config, head
-        self.device = torch.device("cpu")
-        self.input_names = [node.name for node in self.session.get_inputs()]
-
-    def __call__(self, **batch):
-        if "token_type_ids" not in batch:
-            batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
-        feed = {name: np.ascontiguousarray(batch[name].cpu().numpy(), dtype=np.int64) for name in self.input_names}
-        outputs = self.session.run(list(self.head.outputs), feed)
-        return SimpleNamespace(**{name: torch.from_numpy(array) for name, array in zip(self.head.outputs, outputs)})
-
-    def eval(self):
-        return self
-
-
-def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
-    """The exported graph for `precision` (fp32, or int8 when exported with --quantize int8)."""
-    import json
-
-    require_onnx()
-    head, precision = head_of(export_dir), {"auto": "fp32"}.get(precision, precision)
-    files = json.loads((Path(export_dir) / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
-    if precision not in files:
-        hint = "export again with --quantize int8" if precision == "int8" else "use --precision fp32 or int8"
-        raise BertkitError(f"{export_dir} is an ONNX export with {' and '.join(files) or 'no'} graphs, not "
-                           f"{precision} — {hint}")
-    config = head.model_class.config_class.from_pretrained(export_dir)
-    return OnnxModel(Path(export_dir) / files[precision], config, head)
-
-
-__all__ = ["export_run", "export_onnx", "check_parity", "quantize_int8", "load_onnx_model", "OnnxModel",
-           "is_onnx_export", "require_onnx", "head_of", "HEADS", "padded_inputs", "session", "ONNX_FILE",
-           "INT8_FILE", "EXPORT_FILE", "INSTALL_HINT"]
+__all__ = ["export_run", "export_onnx", "check_parity", "quantize_int8", "padded_inputs", "load_for_export",
+           "dev_metrics", "PARITY_TOLERANCE"]

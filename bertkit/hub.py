@@ -30,10 +30,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import filter_repo_objects
 
-from .checkpoints import read_config_json
 from .errors import BertkitError
 from .model_card import render_model_card
-from .rundir import check_finished, check_weights
+from .rundir import check_finished, check_weights, read_config_json
 
 # What a model repo needs. `*` in these patterns crosses "/" (fnmatch), hence the "*/*" ignore below.
 ALLOW_PATTERNS = [

@@ -15,7 +15,7 @@ import torch
 
 from .checkpoints import load_finetuned, load_tokenizer
 from .classification import describe_prediction, probabilities, score
-from .console import ExamplesProgress
+from .display import ExamplesProgress
 from .data import ColumnMap, LabelSpace, load_split
 from .errors import BertkitError
 from .inference import INFERENCE_PRECISIONS, inference_precision, run_batch, token_budget_batches

@@ -23,7 +23,8 @@ pytest.importorskip("onnxscript")
 onnxruntime = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
-from bertkit.export import EXPORT_FILE, INT8_FILE, ONNX_FILE, export_run, head_of, padded_inputs  # noqa: E402
+from bertkit.export import export_run, padded_inputs  # noqa: E402
+from bertkit.onnx_model import EXPORT_FILE, INT8_FILE, ONNX_FILE, head_of  # noqa: E402
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")

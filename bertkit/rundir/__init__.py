@@ -19,7 +19,7 @@ it or writes into it.
 from __future__ import annotations
 
 from .checkpoints import (WEIGHT_FILES, check_weights, checkpoint_problem, checkpoints_newest_first,
-                          last_complete_checkpoint, safetensors_problem)
+                          last_complete_checkpoint, model_task, read_config_json, safetensors_problem)
 from .disk import disk_full_guard, is_disk_full
 from .files import (CONTINUATION_KEYS, CURVE_FILE, FINGERPRINT_FILE, LOCK_FILE, LOG_FILE, METRICS_FILE, RECORD_FILE,
                     RUN_CONFIG_FILE, RUN_OUTPUTS, file_digest, read_run_config, write_json, write_json_atomic)
@@ -33,6 +33,7 @@ __all__ = [
     "RUN_OUTPUTS", "CONTINUATION_KEYS", "run_state", "check_finished", "record_problem", "write_record",
     "remove_record", "acquire", "release", "lock_holder", "fingerprint", "fingerprint_difference",
     "check_resume_fingerprint", "start", "begin", "clear_old_run", "checkpoint_problem", "last_complete_checkpoint",
-    "checkpoints_newest_first", "WEIGHT_FILES", "safetensors_problem", "check_weights", "is_disk_full",
+    "checkpoints_newest_first", "WEIGHT_FILES", "safetensors_problem", "check_weights", "read_config_json",
+    "model_task", "is_disk_full",
     "disk_full_guard", "file_digest", "write_json_atomic", "write_json", "read_run_config", "is_bertkit_run",
 ]

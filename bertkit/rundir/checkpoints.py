@@ -1,5 +1,5 @@
-"""Weights and checkpoints in a run directory: whether a .safetensors file is whole, which checkpoint-* is the
-newest complete one (a kill while saving leaves one partial)."""
+"""The model files in a run directory: config.json read with errors that name it, whether a .safetensors file is
+whole, which checkpoint-* is the newest complete one (a kill while saving leaves one partial)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,33 @@ from ..errors import BertkitError
 from .files import _read_json
 
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
+
+
+def read_config_json(path: Path) -> dict:
+    """config.json as a dict; BertkitError naming the file when it is not valid JSON or has no model_type."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        config = None
+    except json.JSONDecodeError as error:
+        raise BertkitError(f"{path} is not valid JSON (line {error.lineno} column {error.colno}: {error.msg}) — "
+                           "restore it, or re-save the model with save_pretrained") from None
+    if not isinstance(config, dict):
+        raise BertkitError(f"{path} is not a JSON object of model settings — restore it, or re-save the model "
+                           "with save_pretrained")
+    if not config.get("model_type"):
+        raise BertkitError(f'{path} has no model_type — add "model_type": "bert" (or the right type), or re-save '
+                           "the model with save_pretrained")
+    return config
+
+
+def model_task(model_dir: str) -> str | None:
+    """The architecture a saved checkpoint was fine-tuned for, e.g. 'BertForSequenceClassification'."""
+    config_file = Path(model_dir) / "config.json"
+    if not config_file.exists():
+        return None
+    architectures = read_config_json(config_file).get("architectures") or [None]
+    return architectures[0]
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -78,5 +105,5 @@ def last_complete_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-__all__ = ["WEIGHT_FILES", "safetensors_problem", "check_weights", "checkpoint_problem", "checkpoints_newest_first",
-           "last_complete_checkpoint"]
+__all__ = ["read_config_json", "model_task", "WEIGHT_FILES", "safetensors_problem", "check_weights",
+           "checkpoint_problem", "checkpoints_newest_first", "last_complete_checkpoint"]

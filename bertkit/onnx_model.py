@@ -1,0 +1,115 @@
+"""An ONNX export (`bertkit export`) run by ONNX Runtime behind the interface predict / evaluate use of a PyTorch
+model: which head a directory holds, the files an export writes, and loading its fp32 or int8 graph. Writing an
+export is bertkit/export.py; this is what serving one needs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from .errors import BertkitError
+from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
+                            BertkitForTokenClassification)
+from .rundir import model_task
+
+ONNX_FILE = "model.onnx"
+INT8_FILE = "model_int8.onnx"
+EXPORT_FILE = "onnx_export.json"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+INSTALL_HINT = 'pip install "bertkit[onnx]"'
+
+
+@dataclass(frozen=True)
+class Head:
+    """A fine-tuned head: its class, the recipe that trains it, its output tensors, and whether inputs are
+    (B, N choices, T) instead of (B, T)."""
+
+    model_class: type
+    recipe: str
+    module: str  # where its predict_file / evaluate_file live
+    outputs: tuple[str, ...]
+    choices: bool = False
+
+
+HEADS = {
+    "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", "bertkit.tasks.classify",
+                                      ("logits",)),
+    "ForTokenClassification": Head(BertkitForTokenClassification, "ner", "bertkit.tasks.ner", ("logits",)),
+    "ForQuestionAnswering": Head(BertkitForQuestionAnswering, "qa", "bertkit.tasks.qa", ("start_logits", "end_logits")),
+    "ForMultipleChoice": Head(BertkitForMultipleChoice, "choice", "bertkit.tasks.choice", ("logits",), choices=True),
+}
+
+
+def require_onnx() -> None:
+    """ONNX Runtime, onnx and onnxscript importable, or one line saying how to install them."""
+    for name in ("onnxruntime", "onnx", "onnxscript"):
+        try:
+            __import__(name)
+        except ImportError:
+            raise BertkitError(f"ONNX export and ONNX Runtime inference need the optional packages onnxruntime, "
+                               f"onnx and onnxscript ({name} is not installed) — {INSTALL_HINT}") from None
+
+
+def head_of(model_dir: str | Path) -> Head:
+    architecture = model_task(model_dir) or ""
+    for suffix, head in HEADS.items():
+        if architecture.endswith(suffix):
+            return head
+    raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint — export "
+                       "needs a model fine-tuned by classify, ner, qa, choice or distill")
+
+
+def is_onnx_export(model_dir: str | Path) -> bool:
+    return (Path(model_dir) / EXPORT_FILE).is_file()
+
+
+def session(path: str | Path, threads: int | None = None):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+class OnnxModel:
+    """An exported model behind the interface predict / evaluate use of a PyTorch one: `.config`, `.device`, and a
+    call on a batch of tensors that returns an object with the head's output tensors (logits, or start_logits and
+    end_logits). Missing token_type_ids are zeros, as in the PyTorch model."""
+
+    def __init__(self, path: Path, config, head: Head):
+        self.session, self.config, self.head = session(path), config, head
+        self.device = torch.device("cpu")
+        self.input_names = [node.name for node in self.session.get_inputs()]
+
+    def __call__(self, **batch):
+        if "token_type_ids" not in batch:
+            batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+        feed = {name: np.ascontiguousarray(batch[name].cpu().numpy(), dtype=np.int64) for name in self.input_names}
+        outputs = self.session.run(list(self.head.outputs), feed)
+        return SimpleNamespace(**{name: torch.from_numpy(array) for name, array in zip(self.head.outputs, outputs)})
+
+    def eval(self):
+        return self
+
+
+def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
+    """The exported graph for `precision` (fp32, or int8 when exported with --quantize int8)."""
+    require_onnx()
+    head, precision = head_of(export_dir), {"auto": "fp32"}.get(precision, precision)
+    files = json.loads((Path(export_dir) / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
+    if precision not in files:
+        hint = "export again with --quantize int8" if precision == "int8" else "use --precision fp32 or int8"
+        raise BertkitError(f"{export_dir} is an ONNX export with {' and '.join(files) or 'no'} graphs, not "
+                           f"{precision} — {hint}")
+    config = head.model_class.config_class.from_pretrained(export_dir)
+    return OnnxModel(Path(export_dir) / files[precision], config, head)
+
+
+__all__ = ["OnnxModel", "load_onnx_model", "is_onnx_export", "require_onnx", "head_of", "Head", "HEADS", "session",
+           "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES", "INSTALL_HINT"]

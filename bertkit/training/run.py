@@ -1,0 +1,128 @@
+"""A run from start to finish around `transformers.Trainer`: hold the run directory, resume, train, then save what a
+run leaves behind (model, metrics.json, curve, resolved config, model card) and, last, its completion record."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from pathlib import Path
+
+import transformers
+import yaml
+
+from .. import rundir
+from ..config import config_to_dict, save_config
+from ..console import is_main_process, run_log, say
+from ..display import use_display
+from ..errors import BertkitError
+from ..rundir import CURVE_FILE, METRICS_FILE, RUN_CONFIG_FILE, write_json
+from .plots import plot_training_curve
+
+logger = logging.getLogger("bertkit")
+
+
+def start_run(cfg, recipe: str) -> None:
+    """First thing a recipe's main does, before loading anything (bertkit/rundir.py): hold output_dir for this run,
+    refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
+    `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
+    config = config_to_dict(cfg)
+    run_log.start(f"bertkit run {recipe}, output_dir {cfg.output_dir}")  # written to train.log once training starts
+    run_log.write("resolved config:\n" + yaml.safe_dump(config, sort_keys=False, allow_unicode=True).rstrip())
+    if not is_main_process():
+        return
+    rundir.start(cfg.output_dir, recipe, config, overwrite=getattr(cfg, "overwrite", False),
+                 resume=cfg.resume, say=say)
+
+
+def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
+    """`resume=true` -> the newest complete checkpoint in output_dir (error if none; a partial one, left by a kill
+    while saving, is passed over with a line saying so); a path -> that checkpoint, if complete."""
+    if resume in (False, None, "", "false"):
+        return None
+    if resume is True or resume == "true":
+        checkpoints = rundir.checkpoints_newest_first(Path(output_dir)) if Path(output_dir).is_dir() else []
+        if not checkpoints:
+            raise BertkitError(f"resume=true but {output_dir} has no checkpoint-* directory — run without resume "
+                               "first, or give resume=<checkpoint path>")
+        for checkpoint in checkpoints:
+            problem = rundir.checkpoint_problem(checkpoint)
+            if problem is None:
+                return str(checkpoint)
+            say(f"{checkpoint.name} is incomplete ({problem}: interrupted while saving?) — passing over it")
+        raise BertkitError(f"resume=true but no checkpoint in {output_dir} is complete (newest: {checkpoints[0].name}"
+                           f", {rundir.checkpoint_problem(checkpoints[0])}) — rerun with overwrite=true")
+    if not Path(resume).is_dir():
+        raise BertkitError(f"resume checkpoint {resume} does not exist — give a checkpoint-* directory or resume=true")
+    problem = rundir.checkpoint_problem(Path(resume))
+    if problem:
+        raise BertkitError(f"resume checkpoint {resume} is incomplete ({problem}) — give an earlier checkpoint-* "
+                           "directory, or resume=true for the newest complete one")
+    return str(resume)
+
+
+def run_trainer(trainer: transformers.Trainer, cfg):
+    """trainer.train(), resuming as cfg.resume says; a full disk while saving a checkpoint is one line saying
+    where and which checkpoint was kept."""
+    checkpoint = resume_checkpoint(cfg.resume, cfg.output_dir)
+    if checkpoint:
+        say(f"resuming from {checkpoint}")
+    if is_main_process():
+        rundir.begin(cfg.output_dir, say)  # the old run overwrite=true replaces goes now, not before a typo is found
+        run_log.open(cfg.output_dir)  # the lines held since start_run, then everything as it comes
+    use_display(trainer)
+    with rundir.disk_full_guard(cfg.output_dir, "a checkpoint"):
+        return trainer.train(resume_from_checkpoint=checkpoint)
+
+
+def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
+    if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
+        cfg = copy.copy(cfg)
+        cfg.overwrite = False
+    return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
+                       command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
+
+
+def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
+               extra_files: dict | None = None) -> Path:
+    """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
+    path it is given), the curve, the resolved config and the model card; then, last, the completion record
+    (bertkit/rundir.py) that makes the directory a finished run, and let go of the directory."""
+    output_dir = Path(trainer.args.output_dir)
+    main = trainer.is_world_process_zero()
+    if main:
+        rundir.remove_record(output_dir)  # from here until the record, a kill leaves the directory visibly unfinished
+    with rundir.disk_full_guard(output_dir, "the final model"):
+        trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
+        if not main:
+            return output_dir
+        if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config beside it
+            model = trainer.model.get_base_model()
+            model.config.architectures = [type(model).__name__]
+            model.config.save_pretrained(output_dir)
+        write_json(output_dir / METRICS_FILE, metrics)
+        for name, content in (extra_files or {}).items():
+            target = output_dir / name
+            if callable(content):
+                content(target)
+                continue
+            target.write_text(content if isinstance(content, str) else
+                              json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+        save_run_config(cfg, str(output_dir), recipe)
+        _write_model_card(output_dir)
+        rundir.write_record(output_dir, recipe)
+    rundir.release(output_dir)
+    return output_dir
+
+
+def _write_model_card(output_dir: Path) -> None:
+    from .model_card import render_model_card
+
+    try:
+        (output_dir / "README.md").write_text(render_model_card(output_dir), encoding="utf-8")
+    except BertkitError as error:  # the model is saved; a card problem must not lose the run
+        logger.warning("model card not written: %s", error)
+
+
+__all__ = ["start_run", "resume_checkpoint", "run_trainer", "save_run_config", "finish_run"]
