@@ -15,10 +15,10 @@ from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
 from bertkit.metrics import SquadMetric
-from bertkit.tasks import SETTINGS_KEY
-from bertkit.tasks.qa import (Prediction, QAExample, answer_token_span, best_prediction, candidate_spans,
-                              check_window_settings, detect_language, encode, load_predictor, locate_answer,
-                              postprocess, predict_examples, read_examples, tune_null_threshold)
+from bertkit.tasks import SETTINGS_KEY, read_settings, settings_dict
+from bertkit.tasks.qa import (Prediction, QAExample, Settings, answer_token_span, best_prediction, candidate_spans,
+                              check_window_settings, detect_language, encode, legacy_settings, load_predictor,
+                              locate_answer, postprocess, predict_examples, read_examples, tune_null_threshold)
 from bertkit.tokenization import chinese_bert_tokenizer
 
 runner = CliRunner()
@@ -254,6 +254,27 @@ def test_unanswerable_and_uncontained_windows_point_at_cls(en_tokenizer):
     assert answer_token_span([None, (0, 3), (4, 7), None], 4, 9) == (0, 0)  # answer runs past the window
     windows = encode(en_tokenizer, [example(" ".join(WORDS))], max_length=24, doc_stride=8)
     assert set(windows.inputs["start_positions"]) == {0} and set(windows.inputs["end_positions"]) == {0}
+
+
+# ------------------------------------------------------------------------------------------------ saved settings
+
+
+def test_settings_come_from_the_saved_task_settings_or_an_earlier_bertkits_qa_attributes():
+    config = transformers.BertConfig(max_position_embeddings=128)
+    old = {"qa_max_length": 64, "qa_doc_stride": 16, "qa_language": "zh", "qa_null_threshold": -1.5}
+    for key, value in old.items():
+        setattr(config, key, value)
+    settings = read_settings(Settings, config, "config.json", legacy=legacy_settings(config))
+    assert settings == Settings(max_length=64, doc_stride=16, language="zh", null_threshold=-1.5)
+    bare = transformers.BertConfig(max_position_embeddings=128)  # nothing saved: positions capped, stride a quarter
+    assert read_settings(Settings, bare, "config.json", legacy=legacy_settings(bare)) == Settings(128, 32)
+    config.bertkit_task_settings = settings_dict(Settings(max_length=96, doc_stride=24))  # saved settings win
+    assert read_settings(Settings, config, "config.json", legacy=legacy_settings(config)) == Settings(96, 24)
+    config.bertkit_task_settings = {"max_length": "long"}
+    with pytest.raises(BertkitError, match="bertkit_task_settings.max_length"):
+        read_settings(Settings, config, "config.json", legacy=legacy_settings(config))
+    with pytest.raises(BertkitError, match="bertkit_task_settings.doc_stride=200"):
+        Settings(max_length=96, doc_stride=200).check()
 
 
 # ------------------------------------------------------------------------------------------------ end to end
