@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import tasks
 from .checkpoints import TOKENIZER_FILES, load_finetuned
 from .console import say, summary
 from .errors import BertkitError
@@ -207,15 +208,13 @@ def int8_difference(model: nn.Module, head: Head, path: Path) -> float:
 def dev_metrics(export_dir: str, precisions: list[str]) -> dict:
     """The export's metrics on the run's dev split (data.eval of bertkit_config.yaml), per precision, printed side
     by side; {} (with a line saying why) when the run had no dev file or it is not there any more."""
-    import importlib
-
     from .inference import inference_precision
 
     dev = read_run_config(export_dir).get("data", {}).get("eval")
     if not dev or not Path(dev).exists():
         say(f"no dev metrics: the run's data.eval ({dev or 'not set'}) is not a file here")
         return {}
-    module = importlib.import_module(head_of(export_dir).module)
+    module = tasks.task_module(head_of(export_dir).recipe)
     results = {}
     for precision in precisions:
         with inference_precision(precision):

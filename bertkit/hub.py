@@ -30,6 +30,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import filter_repo_objects
 
+from .console import is_main_process, say
 from .errors import BertkitError
 from .model_card import render_model_card
 from .rundir import check_finished, check_weights, read_config_json
@@ -261,13 +262,28 @@ def _ensure_repo(api: HfApi, repo_id: str, private: bool, revision: str | None) 
 def push_finished_run(output_dir: Path | str, repo_id: str) -> str | None:
     """`push=user/repo` at the end of a recipe: every process of a torchrun reaches that line, one pushes. The URL
     on rank 0 (printed), None elsewhere."""
-    from .training import is_main_process, say
-
     if not is_main_process():
         return None
     url = push_model(output_dir, repo_id)
     say(f"pushed to {url}")
     return url
+
+
+def _checked_upload(model_dir: Path, token: str | None) -> tuple[list[str], str]:
+    """The files to upload and where the token comes from, after every check a push makes before any request:
+    a token, no secrets, a finished run whose record lists each file, a valid config.json and whole weights."""
+    files = check_model_dir(model_dir)
+    source = _token_source(token)
+    if source is None:
+        raise BertkitError("no Hub token found: pass --token, set HF_TOKEN, or run `hf auth login`")
+    _check_no_secrets(model_dir, files, token or get_token())
+    # A bertkit run: finished, and every file that goes up is one its completion record lists, unchanged.
+    check_finished(model_dir, "push", must_be_recorded=[name for name in files if name != "README.md"])
+    # What goes up must load: config.json valid, every weights file whole (0-byte / truncated ones are refused).
+    if "config.json" in files:
+        read_config_json(model_dir / "config.json")
+    check_weights(model_dir)
+    return files, source
 
 
 def push_model(
@@ -287,17 +303,7 @@ def push_model(
     and can simply be re-run.
     """
     model_dir = Path(model_dir).expanduser()
-    files = check_model_dir(model_dir)
-    source = _token_source(token)
-    if source is None:
-        raise BertkitError("no Hub token found: pass --token, set HF_TOKEN, or run `hf auth login`")
-    _check_no_secrets(model_dir, files, token or get_token())
-    # A bertkit run: finished, and every file that goes up is one its completion record lists, unchanged.
-    check_finished(model_dir, "push", must_be_recorded=[name for name in files if name != "README.md"])
-    # What goes up must load: config.json valid, every weights file whole (0-byte / truncated ones are refused).
-    if "config.json" in files:
-        read_config_json(model_dir / "config.json")
-    check_weights(model_dir)
+    files, source = _checked_upload(model_dir, token)
     # Rendered before any request, so a malformed metrics.json fails before a repo is created.
     readme = None if "README.md" in files else render_model_card(model_dir, repo_id=repo_id)
     api = HfApi(endpoint=endpoint.rstrip("/") if endpoint else None, token=token)

@@ -26,22 +26,20 @@ INSTALL_HINT = 'pip install "bertkit[onnx]"'
 
 @dataclass(frozen=True)
 class Head:
-    """A fine-tuned head: its class, the recipe that trains it, its output tensors, and whether inputs are
-    (B, N choices, T) instead of (B, T)."""
+    """A fine-tuned head: its class, the recipe (and task, bertkit/tasks) that trains it, its output tensors, and
+    whether inputs are (B, N choices, T) instead of (B, T)."""
 
     model_class: type
     recipe: str
-    module: str  # where its predict_file / evaluate_file live
     outputs: tuple[str, ...]
     choices: bool = False
 
 
 HEADS = {
-    "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", "bertkit.tasks.classify",
-                                      ("logits",)),
-    "ForTokenClassification": Head(BertkitForTokenClassification, "ner", "bertkit.tasks.ner", ("logits",)),
-    "ForQuestionAnswering": Head(BertkitForQuestionAnswering, "qa", "bertkit.tasks.qa", ("start_logits", "end_logits")),
-    "ForMultipleChoice": Head(BertkitForMultipleChoice, "choice", "bertkit.tasks.choice", ("logits",), choices=True),
+    "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", ("logits",)),
+    "ForTokenClassification": Head(BertkitForTokenClassification, "ner", ("logits",)),
+    "ForQuestionAnswering": Head(BertkitForQuestionAnswering, "qa", ("start_logits", "end_logits")),
+    "ForMultipleChoice": Head(BertkitForMultipleChoice, "choice", ("logits",), choices=True),
 }
 
 

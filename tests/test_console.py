@@ -19,6 +19,7 @@ from rich.console import Console
 import bertkit
 import bertkit.training
 from bertkit import console as run_console
+from bertkit import display
 from bertkit import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +128,7 @@ def captured(monkeypatch):
 def test_run_summary_fits_the_terminal_width(captured, width):
     buffer = captured(width)
     out = "/a/rather/long/path/to/the/runs/folder/of/a/person/who/keeps/many/runs/classify-minilm-lr3e-5-seed42"
-    bertkit.training.run_summary("classify: single labels, dev metrics, and a title long enough to wrap somewhere",
+    run_console.run_summary("classify: single labels, dev metrics, and a title long enough to wrap somewhere",
                                  {"accuracy": 0.8125, "macro_f1": 0.80123, "documents": 120, "wall time (s)": 73.71},
                                  out, "classify")
     lines = buffer.getvalue().splitlines()
@@ -143,7 +144,7 @@ def test_quiet_mode_shows_only_the_summary(captured):
     buffer = captured(100)
     with run_console.console_session("quiet"):
         run_console.say("loading things")
-        bertkit.training.run_summary("mlm: held-out perplexity", {"perplexity": 12.5}, "runs/mlm", "mlm")
+        run_console.run_summary("mlm: held-out perplexity", {"perplexity": 12.5}, "runs/mlm", "mlm")
     text = buffer.getvalue()
     assert "loading things" not in text
     assert "mlm: held-out perplexity" in text and "bertkit run classify model=runs/mlm" in text
@@ -224,20 +225,20 @@ def tiny_trainer(tmp_path, **args):
 def test_display_replaces_trainers_printer_and_keeps_report_to_integrations(tmp_path, monkeypatch):
     monkeypatch.setattr(transformers.trainer, "get_reporting_integration_callbacks", lambda _: [FakeIntegration])
     trainer = tiny_trainer(tmp_path)
-    run_console.use_display(trainer)
+    display.use_display(trainer)
     kinds = [type(c) for c in trainer.callback_handler.callbacks]
     assert transformers.trainer_callback.PrinterCallback not in kinds
     assert transformers.trainer_callback.ProgressCallback not in kinds
     assert FakeIntegration in kinds and transformers.EarlyStoppingCallback in kinds
-    assert kinds.count(run_console.TrainingDisplay) == 1
-    run_console.use_display(trainer)  # twice (a recipe's own call, then run_trainer's): still one display
-    assert [type(c) for c in trainer.callback_handler.callbacks].count(run_console.TrainingDisplay) == 1
+    assert kinds.count(display.TrainingDisplay) == 1
+    display.use_display(trainer)  # twice (a recipe's own call, then run_trainer's): still one display
+    assert [type(c) for c in trainer.callback_handler.callbacks].count(display.TrainingDisplay) == 1
 
 
 @pytest.mark.skipif(not transformers.integrations.is_tensorboard_available(), reason="tensorboard is not installed")
 def test_report_to_tensorboard_still_reports(tmp_path):
     trainer = tiny_trainer(tmp_path, report_to="tensorboard")
-    run_console.use_display(trainer)
+    display.use_display(trainer)
     assert any(type(c).__name__ == "TensorBoardCallback" for c in trainer.callback_handler.callbacks)
 
 
@@ -262,7 +263,7 @@ def test_evaluate_prints_one_result_line_and_predict_one_line(tiny_run, tmp_path
 def test_progress_of_predict_counts_examples_not_batches(monkeypatch):
     buffer = io.StringIO()
     monkeypatch.setattr(run_console, "console", Console(file=buffer, width=100, force_terminal=True))
-    with run_console.ExamplesProgress("tagging", 10) as progress:
+    with display.ExamplesProgress("tagging", 10) as progress:
         for _ in range(4):  # e.g. 4 batches of windows, each worth 2.5 sentences
             progress.advance(2.5)
             progress.progress.refresh()

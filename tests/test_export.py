@@ -3,7 +3,6 @@ sequence axes and matches PyTorch within 1e-4 on padded batches; a classify run'
 needs and predicts as the run does; without onnxruntime the command says how to install it."""
 
 import csv
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from helpers import tiny_config_kwargs
 from typer.testing import CliRunner
 
 import bertkit
+from bertkit import tasks
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 
@@ -74,7 +74,7 @@ def test_every_head_exports_with_dynamic_axes_and_matches_pytorch(name, tmp_path
             real = real_positions(inputs["attention_mask"], reference)
             np.testing.assert_allclose(array[real], reference.numpy()[real], atol=1e-4, rtol=0)
     if name in SAMPLE_FILES:  # predict through ONNX Runtime gives what predict gives with PyTorch
-        module = importlib.import_module(head.module)
+        module = tasks.task_module(head.recipe)
         for model_path, target in ((model_dir, tmp_path / "torch.jsonl"), (tmp_path / "onnx", tmp_path / "onnx.jsonl")):
             module.predict_file(str(model_path), str(SHIPPED_DATA / SAMPLE_FILES[name]), str(target))
         assert_close_records(read_jsonl(tmp_path / "onnx.jsonl"), read_jsonl(tmp_path / "torch.jsonl"))
