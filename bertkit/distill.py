@@ -25,7 +25,8 @@ import torch.nn.functional as F
 import transformers
 
 from .errors import BertkitError
-from .modeling_bert import IGNORE_INDEX, BertkitForSequenceClassification
+from .losses import IGNORE_INDEX
+from .modeling_bert import BertkitForSequenceClassification
 
 
 @dataclass

@@ -36,17 +36,15 @@ from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils import is_tracing
 
 from .configuration_bert import BertkitConfig
+from .losses import IGNORE_INDEX, infer_problem_type, normalise, sequence_loss, token_cross_entropy
 from .unpadding import Dropout, Encoded, Unpadding, attend_buckets, attend_varlen, fast_dropout
 
-IGNORE_INDEX = -100
 # Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
 # and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.
 ATTENTION_BUCKET_TOKENS = 64
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Encoder
-# ----------------------------------------------------------------------------------------------------------------
+# ---------------------------------------- Encoder
 
 
 class BertkitEmbeddings(nn.Module):
@@ -253,9 +251,7 @@ class BertkitPooler(nn.Module):
         return self.activation(self.dense(hidden_states[:, 0]))  # (B, T, D) -> [CLS] -> (B, D)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Base classes
-# ----------------------------------------------------------------------------------------------------------------
+# ---------------------------------------- Base classes
 
 
 class BertkitPreTrainedModel(PreTrainedModel):
@@ -338,18 +334,9 @@ class BertkitModel(BertkitPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
-    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                output_attentions=None, output_hidden_states=None, return_dict=None,
+                **kwargs) -> BaseModelOutputWithPoolingAndCrossAttentions:
         """`unpad=` (bool) in kwargs overrides `config.unpad` for this call; loss kwargs are ignored here."""
         encoded = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                               output_attentions, output_hidden_states, **kwargs)
@@ -417,56 +404,7 @@ def _with_attn_implementation(config, implementation):
     return clone
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Losses that stay exact under gradient accumulation
-# ----------------------------------------------------------------------------------------------------------------
-# Trainer passes `num_items_in_batch` (the count of labels != -100 over all micro-batches of one optimizer step) to a
-# forward that takes **kwargs, and then no longer divides the loss by the accumulation steps. Summing here and
-# dividing by that count makes 8 x 1 and 2 x 4 give the same update (NOTES.md: transformers issue 47688).
-
-
-def _normalise(loss_sum: torch.Tensor, local_count, num_items_in_batch) -> torch.Tensor:
-    denominator = num_items_in_batch if num_items_in_batch is not None else local_count
-    if torch.is_tensor(denominator):
-        denominator = denominator.to(loss_sum.device)
-    return loss_sum / denominator
-
-
-def token_cross_entropy(logits, labels, num_items_in_batch=None) -> torch.Tensor:
-    """Cross-entropy over labelled positions. logits (..., C), labels (...) with -100 = ignore."""
-    logits, labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).to(logits.device)
-    loss_sum = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
-    return _normalise(loss_sum, labels.ne(IGNORE_INDEX).sum().clamp(min=1), num_items_in_batch)
-
-
-def sequence_loss(logits, labels, problem_type: str, num_items_in_batch=None) -> torch.Tensor:
-    """Single-label CE, multi-label BCE or regression MSE, each as a mean over items (or over the whole step)."""
-    logits = logits.float()
-    if problem_type == "regression":
-        labels = labels.to(logits.dtype).view(logits.shape)
-        loss_sum = F.mse_loss(logits, labels, reduction="sum")
-        return _normalise(loss_sum, labels.numel(), num_items_in_batch)
-    if problem_type == "multi_label_classification":
-        labels = labels.to(logits.dtype)
-        loss_sum = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum")
-        return _normalise(loss_sum, labels.numel(), num_items_in_batch)
-    return token_cross_entropy(logits, labels, num_items_in_batch)
-
-
-def _infer_problem_type(config, labels) -> str:
-    """transformers' rule: 1 label -> regression; integer labels -> single-label; float multi-hot -> multi-label."""
-    if config.problem_type is not None:
-        return config.problem_type
-    if config.num_labels == 1:
-        return "regression"
-    if labels.dtype in (torch.long, torch.int):
-        return "single_label_classification"
-    return "multi_label_classification"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Heads
-# ----------------------------------------------------------------------------------------------------------------
+# ---------------------------------------- Heads
 
 
 class BertkitPredictionHeadTransform(nn.Module):
@@ -557,7 +495,7 @@ class BertkitForPreTraining(_MLMOutputEmbeddingsMixin, BertkitPreTrainedModel):
         loss = F.cross_entropy(nsp_logits.float(), nsp_labels.view(-1))
         if num_items_in_batch is None:
             return loss
-        return loss * _normalise(mlm_labels.ne(IGNORE_INDEX).sum().float(), None, num_items_in_batch)
+        return loss * normalise(mlm_labels.ne(IGNORE_INDEX).sum().float(), None, num_items_in_batch)
 
 
 def _mlm_logits_and_loss(model, encoded: Encoded, labels, kwargs):
@@ -637,7 +575,7 @@ class BertkitForSequenceClassification(BertkitPreTrainedModel):
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = None
         if labels is not None:
-            self.config.problem_type = _infer_problem_type(self.config, labels)
+            self.config.problem_type = infer_problem_type(self.config, labels)
             loss = sequence_loss(logits, labels, self.config.problem_type, kwargs.get("num_items_in_batch"))
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=encoded.hidden_states,
                                           attentions=encoded.attentions)

@@ -42,7 +42,7 @@ from bertkit.tasks.mlm import Settings
 from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows, NspPairs
 from bertkit.tasks.mlm.corpus import (Corpus, all_rows, blank_flags, default_num_proc, open_corpus, read_lines,
                                       tokenize_rows)
-from bertkit.tasks.mlm.evaluation import MaskedEvalTrainer, masked_perplexity
+from bertkit.tasks.mlm.evaluation import masked_perplexity
 from bertkit.tasks.mlm.heads import load_mlm_model, warm_up_head
 from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, PretrainingCollator, mask_once
 from bertkit.tasks.mlm.streaming import held_by_hash, stream_examples, stream_lines, streaming_dataset, take
@@ -350,6 +350,7 @@ def main(cfg: Config) -> dict:
                   "remove_unused_columns": False}  # keep word_ids and example_id (the collator drops both)
     args = training_arguments(train_args, cfg.output_dir, cfg.precision, cfg.seed, True, "loss",
                               greater_is_better=False)
+    model.config.sparse_prediction = True  # train and evaluate on the masked positions only: (M, V) logits
     model.to(args.device)
     before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
     before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
@@ -361,7 +362,7 @@ def main(cfg: Config) -> dict:
     callbacks = [MaskingEpochCallback(train_masking)]
     if cfg.early_stopping_patience:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
-    trainer = MaskedEvalTrainer(
+    trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train_examples,
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
         data_collator=PretrainingCollator(train_masking), callbacks=callbacks,

@@ -4,6 +4,7 @@ trips and gradients through both directions."""
 import torch
 
 from bertkit.padding import gather_tokens, length_buckets, pad_heads, pad_input, unpad_input, unpadding_indices
+from bertkit.unpadding import Unpadding
 
 # Three rows of width 4 with real lengths 2, 4 and 1; the values count positions so packing order is visible.
 MASK = torch.tensor([[1, 1, 0, 0],
@@ -98,3 +99,16 @@ def test_length_buckets_round_lengths_up():
     seqlens = torch.tensor([10, 2, 5, 0, 1, 9, 3])
     assert [rows.tolist() for rows in length_buckets(seqlens, 3)] == [[1, 4, 6], [2], [5], [0]]  # ceil(L/3): 1 2 3 4
     assert [rows.tolist() for rows in length_buckets(seqlens, 16)] == [[0, 1, 2, 4, 5, 6]]  # the empty row in none
+
+
+def test_unpadding_reads_packed_tokens_as_the_padded_batch():
+    """Unpadding.first_tokens and select read the packed tokens as unpack(...)[:, :1] and unpack(...)[positions]."""
+    left = MASK.flip(-1)  # left-padded: rows 0 and 2 have padding in column 0
+    for mask in (MASK, left):
+        unpadding = Unpadding.from_mask(mask)
+        packed = unpadding.pack(HIDDEN)  # (N, 2)
+        assert torch.equal(unpadding.first_tokens(packed), unpadding.unpack(packed)[:, :1])
+        positions = torch.tensor([[0, 1, 0, 0], [1, 0, 0, 1], [1, 0, 0, 0]], dtype=torch.bool) & mask.bool()
+        assert torch.equal(unpadding.select(packed, positions), unpadding.unpack(packed)[positions])
+        on_padding = positions | ~mask.bool()  # selected padding positions read zeros
+        assert torch.equal(unpadding.select(packed, on_padding), unpadding.unpack(packed)[on_padding])

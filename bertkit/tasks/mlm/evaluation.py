@@ -1,5 +1,4 @@
-"""Held-out masked-LM evaluation: perplexity over fixed masks, and a Trainer whose eval loss scores the labelled
-positions only."""
+"""Held-out masked-LM evaluation: perplexity over fixed masks, scoring the labelled positions only."""
 
 from __future__ import annotations
 
@@ -8,7 +7,9 @@ import math
 from typing import Any, Sequence
 
 import torch
-import transformers
+import torch.nn.functional as F
+from transformers.modeling_outputs import MaskedLMOutput
+from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.masking import IGNORE_INDEX, pad_masked
@@ -16,15 +17,16 @@ from bertkit.tasks.mlm.masking import IGNORE_INDEX, pad_masked
 
 def masked_lm_sums(model, batch: dict[str, torch.Tensor]) -> dict[str, float | int]:
     """Summed masked-LM negative log-likelihood over the labelled positions of a padded batch, their count, and
-    (with next-sentence labels and an NSP head) the correct NSP predictions. Only the labelled positions reach the
-    vocabulary projection: the model's own eval mode would score every position, (B, T, V)."""
-    out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    (with next-sentence labels and an NSP head) the correct NSP predictions. The model's own forward with sparse
+    prediction: only the labelled positions reach the vocabulary projection, (M, V) instead of (B, T, V)."""
     selected = batch["labels"].ne(IGNORE_INDEX)  # (B, T)
-    logits = model.cls.predictions(out.last_hidden_state[selected]).float()  # (M, D) -> (M, V)
-    sums = {"nll": torch.nn.functional.cross_entropy(logits, batch["labels"][selected], reduction="sum").item(),
+    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
+                sparse_prediction=True)
+    logits = out.logits if isinstance(out, MaskedLMOutput) else out.prediction_logits  # (M, V)
+    sums = {"nll": F.cross_entropy(logits.float(), batch["labels"][selected], reduction="sum").item(),
             "count": int(selected.sum()), "nsp_right": 0, "nsp_total": 0}
-    if "next_sentence_label" in batch and hasattr(model.cls, "seq_relationship"):
-        predicted = model.cls.seq_relationship(out.pooler_output).argmax(-1)  # (B,)
+    if "next_sentence_label" in batch and isinstance(out, BertForPreTrainingOutput):
+        predicted = out.seq_relationship_logits.argmax(-1)  # (B,)
         sums["nsp_right"] = int((predicted == batch["next_sentence_label"]).sum())
         sums["nsp_total"] = len(predicted)
     return sums
@@ -51,17 +53,4 @@ def masked_perplexity(model, masked: Sequence[dict[str, Any]], pad_token_id: int
     return result
 
 
-class MaskedEvalTrainer(transformers.Trainer):
-    """A Trainer whose evaluation loss is the masked-LM loss over the labelled positions only (see
-    `masked_lm_sums`): the same number the training loss estimates, at a fraction of the cost and memory of the
-    model's (B, T, V) eval-mode logits. Training is untouched."""
-
-    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        inputs = self._prepare_inputs(inputs)
-        with torch.no_grad(), self.autocast_smart_context_manager():
-            sums = masked_lm_sums(self.accelerator.unwrap_model(model), inputs)
-        loss = torch.tensor(sums["nll"] / max(sums["count"], 1), device=inputs["input_ids"].device)
-        return loss, None, None
-
-
-__all__ = ["masked_lm_sums", "masked_perplexity", "MaskedEvalTrainer"]
+__all__ = ["masked_lm_sums", "masked_perplexity"]
