@@ -217,7 +217,7 @@ def _yaml(data) -> str:
 # ---------------------------------------------------------------------------------------------------- models
 
 def task_module(model_dir: str) -> ModuleType:
-    """The task module (bertkit/tasks) that predicts / evaluates the model in `model_dir`, by its saved
+    """The task module (bertkit/tasks) that predicts / evaluates the fine-tuned model in `model_dir`, by its saved
     architecture (tasks.TASKS, the one table)."""
     from . import tasks
     from .rundir import model_task
@@ -228,10 +228,10 @@ def task_module(model_dir: str) -> ModuleType:
         raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
     architecture = model_task(model_dir)
     task = tasks.task_of_architecture(architecture)
-    if task is None:
-        names = ", ".join(dict.fromkeys(task.name for task in tasks.TASKS))
+    if task is None or task.name not in tasks.FINE_TUNED:
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                           f"predict/evaluate cannot use — give a model trained by {names}")
+                           f"predict/evaluate cannot use — give a model fine-tuned by {', '.join(tasks.FINE_TUNED[:-1])}"
+                           f" or {tasks.FINE_TUNED[-1]}")
     return tasks.task_module(task.name)
 
 
