@@ -143,6 +143,17 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     return model
 
 
+def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
+    """Before it is saved: LoRA merged (lora.merge), and the multi-label threshold and the inference settings
+    recorded in the model config, where predict / evaluate read them."""
+    if cfg.lora.enabled and cfg.lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
+    if labels.kind == "multi":
+        labels.threshold = final_model.config.multi_label_threshold = threshold
+    setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
+
+
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
@@ -167,12 +178,7 @@ def main(cfg: Config) -> dict:
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
                                  if dev is not None else ({}, None, {}))
-    if cfg.lora.enabled and cfg.lora.merge:
-        trainer.model = trainer.model.merge_and_unload()
-    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
-    if labels.kind == "multi":
-        labels.threshold = final_model.config.multi_label_threshold = threshold
-    setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
+    prepare_final_model(trainer, cfg, labels, threshold)
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
                "threshold": threshold, "selection_metric": selection,
                "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0,

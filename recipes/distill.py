@@ -176,6 +176,17 @@ def dev_scores(trainer, model, dev, labels: LabelSpace) -> dict:
     return score(probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
 
 
+def summarize(results: dict, student, teacher, output_dir) -> None:
+    """The end-of-run table: each dev metric, layers and parameters as student / teacher."""
+    metrics, teacher_metrics, sizes = results["eval"], results["teacher_eval"], results["parameters"]
+    run_summary("distill: dev metrics, student / teacher", {
+        **{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
+           if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
+        "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
+        "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}",
+        "wall time (s)": results["wall_time_s"]}, output_dir, "distill")
+
+
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
@@ -211,12 +222,7 @@ def main(cfg: Config) -> dict:
                "parameters": sizes, "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0},
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "distill", results, selection)
-    run_summary("distill: dev metrics, student / teacher", {
-        **{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
-           if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
-        "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
-        "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}",
-        "wall time (s)": results["wall_time_s"]}, output_dir, "distill")
+    summarize(results, student, teacher, output_dir)
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results
