@@ -4,7 +4,10 @@ Each recipe's `Config.__post_init__` calls them, so `bertkit validate` and `bert
 work before any model or data is loaded (nothing here loads either: paths are only looked at):
 
     check_max_length(self.data.max_length)                  room for [CLS], [SEP] and some text
-    check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, lora, train, paths
+    check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, train, paths
+
+The shared options of bertkit/options.py check themselves with the same rules when they are built
+(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience; `LoraOptions.check`: lora.*).
 
 Every check raises `ConfigValueError` with one line that names the key, the rule and the fix; `load_config` adds
 where the key was set (`(from override data.max_length=1)`).
@@ -72,6 +75,12 @@ def check_lora(lora) -> None:
     require(0 <= lora.dropout < 1, "lora.dropout", lora.dropout, "in [0, 1)", "e.g. lora.dropout=0.1, 0.0 for none")
     require(len(lora.target_modules) > 0, "lora.target_modules", lora.target_modules, "a non-empty list",
             "e.g. lora.target_modules=[query,value]")
+
+
+def check_patience(patience: int | None, key: str = "early_stopping_patience") -> None:
+    if patience is not None:
+        require(patience >= 1, key, patience, "at least 1 (evaluations without improvement)",
+                f"e.g. {key}=3, or null to train every epoch")
 
 
 def check_probability(value: float, key: str, fix: str) -> None:
@@ -182,8 +191,7 @@ def check_early_stopping(patience: int | None, args: dict, has_eval: bool) -> No
     key = "early_stopping_patience"
     if patience is None:
         return
-    require(patience >= 1, key, patience, "at least 1 (evaluations without improvement)",
-            f"e.g. {key}=3, or null to train every epoch")
+    check_patience(patience, key)
     if not has_eval:
         raise ConfigValueError(key, f"config key '{key}' needs a dev split to watch, and data.eval is not set — set "
                                     f"data.eval=<file>, or remove {key}")
@@ -264,12 +272,10 @@ def check_trainer_settings(cfg, has_eval: bool) -> None:
 
 
 def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
-    """The checks every recipe shares: seed, learning rates, LoRA, `train:` numbers and combinations, and the
+    """The checks every recipe shares: seed, learning rates, `train:` numbers and combinations, and the
     paths (model unless `model=False`, data files, which may be Hub datasets when `hub_data`, resume)."""
     check_seed(cfg.seed)
     check_learning_rates(cfg.llrd, cfg.head_lr)
-    if hasattr(cfg, "lora"):
-        check_lora(cfg.lora)
     check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
     check_trainer_settings(cfg, has_eval)
@@ -282,7 +288,7 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 __all__ = [
     "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
-    "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
+    "check_patience", "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
     "check_train_numbers",
     "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
     "check_trainer_settings", "check_recipe",

@@ -204,7 +204,8 @@ def test_console_script_refuses_with_exit_2(overrides, words):
 
 def test_unknown_lora_target_module_names_the_linear_layers(tiny_model_dir):
     import bertkit
-    from bertkit.training import LoraOptions, add_lora
+    from bertkit.options import LoraOptions
+    from bertkit.training import add_lora
 
     model = bertkit.BertkitForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=2)
     with pytest.raises(BertkitError) as info:

@@ -21,8 +21,9 @@ from bertkit.checkpoints import load_finetuned
 from bertkit.cli import load_recipe
 from bertkit.errors import BertkitError
 from bertkit.model_card import render_model_card
+from bertkit.options import LoraOptions
 from bertkit.tasks.mlm.vocabulary import NewToken, extend_vocabulary
-from bertkit.training import LoraOptions, add_lora
+from bertkit.training import add_lora
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

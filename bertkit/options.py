@@ -1,0 +1,93 @@
+"""The options every recipe shares, declared once: the run (`RunOptions`), the fine-tuning knobs (`FineTuning`)
+and LoRA (`LoraOptions`). Each checks its own values where it is built (bertkit/checks.py rules).
+
+A recipe embeds the first two inline, so users keep writing the keys at the top level (`output_dir=...`,
+`llrd=0.9`, `lora.r=8`) and `bertkit validate --keys` lists them there, while code reads `cfg.run.output_dir`
+and `cfg.tune.llrd`:
+
+    @dataclass
+    class Config:
+        model: str = DEFAULT_MODEL
+        run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/classify"), metadata=INLINE)
+        tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
+        lora: LoraOptions = field(default_factory=LoraOptions)
+        ...
+
+Checks that need more than these values (early stopping against the dev split and `train:`) stay in
+`checks.check_recipe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .checks import check_learning_rates, check_lora, check_patience, check_resume, check_seed
+
+
+@dataclass
+class RunOptions:
+    output_dir: str
+    """Where checkpoints, the final model, metrics and plots go."""
+    seed: int = 42
+    """Seed for initialisation, shuffling and dropout (and masking, in mlm)."""
+    resume: bool | str = False
+    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
+    overwrite: bool = False
+    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
+    push: str | None = None
+    """Hub repo id to push the final model to (e.g. user/my-model)."""
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a seed numpy cannot take and a resume checkpoint that does not exist."""
+        check_seed(self.seed)
+        check_resume(self.resume)
+
+
+@dataclass
+class FineTuning:
+    llrd: float = 1.0
+    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
+    head_lr: float | None = None
+    """Learning rate of the new task head (default: train.learning_rate)."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement (needs a dev split)."""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse learning-rate factors and a patience that cannot work (the dev split is checked by the recipe)."""
+        check_learning_rates(self.llrd, self.head_lr)
+        check_patience(self.early_stopping_patience)
+
+
+@dataclass
+class LoraOptions:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    r: int = 8
+    """LoRA rank."""
+    alpha: int = 16
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.1
+    """Dropout on the LoRA branch."""
+    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+    """Linear layers that get adapters."""
+    merge: bool = True
+    """Save the merged model (loads anywhere); false saves the adapter alone."""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a rank, scale, dropout or target list peft cannot use (the layer names need the model)."""
+        check_lora(self)
+
+
+__all__ = ["RunOptions", "FineTuning", "LoraOptions"]
