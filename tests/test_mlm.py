@@ -578,3 +578,83 @@ def test_new_head_is_warmed_up_before_the_before_figure(tiny_model_dir, small_co
     # a checkpoint with an MLM head is not warmed up
     again = run_mlm(tiny_overrides(str(tmp_path / "warm"), small_corpus, tmp_path / "again", *extra))
     assert again["eval"]["perplexity_before_is"] == "pretrained head"
+
+
+# ------------------------------------------------------------------------------------------ task interface
+
+
+def test_mlm_module_has_the_task_interface():
+    from bertkit import tasks
+    from bertkit.tasks import mlm
+
+    assert tuple(mlm.__all__[:7]) == tasks.INTERFACE
+    assert all(callable(getattr(mlm, name)) for name in tasks.INTERFACE)
+
+
+def test_compute_metrics_scores_labelled_positions_dense_or_sparse():
+    from bertkit.tasks.mlm import compute_metrics_fn
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 11)  # (B, T, V)
+    labels = torch.full((2, 5), -100)
+    labels[0, 1], labels[1, 3], labels[1, 4] = 3, int(logits[1, 3].argmax()), 7
+    chosen = labels.ne(-100)
+    loss = torch.nn.functional.cross_entropy(logits[chosen].double(), labels[chosen]).item()
+    accuracy = (logits[chosen].argmax(-1) == labels[chosen]).float().mean().item()
+    compute = compute_metrics_fn()
+    dense = compute(transformers.EvalPrediction(logits.numpy(), labels.numpy()))
+    sparse = compute(transformers.EvalPrediction((logits[chosen].numpy(), None), labels.numpy()))
+    for scores in (dense, sparse):
+        assert scores["loss"] == pytest.approx(loss, rel=1e-6)
+        assert scores["perplexity"] == pytest.approx(math.exp(loss), rel=1e-6)
+        assert scores["accuracy"] == pytest.approx(accuracy)
+
+
+def test_run_saves_its_settings_and_evaluate_and_predict_serve_it(tiny_model_dir, small_corpus, tmp_path):
+    """The run's Settings go into config.json; evaluate_file on the run's held-out file gives the run's "after"
+    perplexity (the same examples and fixed masks); an old run without them reads them from its saved config;
+    predict_file fills each [MASK] with its top tokens."""
+    from bertkit.tasks import SETTINGS_KEY
+    from bertkit.tasks.mlm import Settings, evaluate_file, load_predictor, predict_file
+
+    held = tmp_path / "held.txt"
+    held.write_text("Warfarin needs INR monitoring every week.\nDigoxin has a long half-life.\n\n"
+                    "Renal function guides the dose of many drugs.\n" * 6, encoding="utf-8")
+    out = tmp_path / "run"
+    result = run_mlm(tiny_overrides(tiny_model_dir, small_corpus, out, f"data.eval={held}", "train.max_steps=2",
+                                    "head_warmup_steps=1", "data.max_length=32", "eval_seed=7"))
+    config = json.loads((out / "config.json").read_text())
+    expected = Settings(max_length=32, whole_word="wordpiece", seed=7)
+    assert config[SETTINGS_KEY] == bertkit.tasks.settings_dict(expected)
+
+    scores = evaluate_file(str(out), str(held), str(tmp_path / "eval.json"), batch_size=3)
+    assert scores["masked_tokens"] == result["after"]["masked_tokens"]
+    assert scores["perplexity"] == pytest.approx(result["after"]["perplexity"], rel=1e-5)
+    assert json.loads((tmp_path / "eval.json").read_text())["perplexity"] == scores["perplexity"]
+
+    del config[SETTINGS_KEY]  # a run saved before the settings were: bertkit_config.yaml and metrics.json say them
+    (out / "config.json").write_text(json.dumps(config))
+    assert load_predictor(str(out)).settings == expected
+
+    lines = tmp_path / "masked.txt"
+    lines.write_text("Warfarin needs [MASK] monitoring.\nNo mask here.\nThe [MASK] of [MASK] is long.\n")
+    assert predict_file(str(out), str(lines), str(tmp_path / "filled.jsonl"), batch_size=1) == 2
+    records = [json.loads(line) for line in (tmp_path / "filled.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in records] == ["Warfarin needs [MASK] monitoring.", "The [MASK] of [MASK] is long."]
+    assert [len(r["masks"]) for r in records] == [1, 2]
+    for top in (top for r in records for top in r["masks"]):
+        scores = [t["score"] for t in top]
+        assert len(top) == 5 and scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1 + 1e-6
+
+
+def test_bad_saved_settings_name_the_key(tiny_model_dir, tmp_path):
+    from bertkit.tasks import SETTINGS_KEY
+    from bertkit.tasks.mlm import load_predictor
+
+    model = tiny_mlm()
+    model.config.update({SETTINGS_KEY: {"mlm_probability": 1.5}})
+    model.save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path)
+    with pytest.raises(BertkitError, match=f"{SETTINGS_KEY}.mlm_probability=1.5") as error:
+        load_predictor(str(tmp_path))
+    assert "\n" not in str(error.value)

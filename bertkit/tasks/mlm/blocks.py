@@ -179,6 +179,7 @@ class NspPairs(_View):
 
 
 def nonempty(view) -> None:
+    """Refuse a corpus that gave no example (every line empty)."""
     if len(view) == 0:
         raise BertkitError("the corpus gave no example — every line is empty")
 

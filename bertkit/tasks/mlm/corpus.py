@@ -271,6 +271,7 @@ class EncodeRows:
 
 
 def token_features(whole_word: str, sentences: bool) -> datasets.Features:
+    """The token table's columns: int32 lists of ids, and of word ids / sentence lengths where they are made."""
     ints = datasets.List(datasets.Value("int32"))
     features = {"input_ids": ints}
     if whole_word == "chinese":

@@ -41,6 +41,7 @@ def load_mlm_model(path: str, nsp: bool = False):
 
 
 def decoder_is_tied(model) -> bool:
+    """Whether the MLM decoder is the word embedding matrix itself (tied), as in BERT."""
     return model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
 
 

@@ -21,6 +21,7 @@ def held_by_hash(seed: int, row: int, fraction: float) -> bool:
 
 
 def stream_lines(path: str) -> datasets.IterableDataset:
+    """A .txt corpus as a `datasets` stream of lines (`text`); other kinds are refused."""
     if Path(path).suffix.lower() != ".txt":
         raise BertkitError(f"data.streaming reads .txt corpora (one paragraph per line); {path} is not one")
     return datasets.load_dataset("text", data_files=str(path), split="train", streaming=True)

@@ -154,6 +154,7 @@ def train_wordpiece(texts: Sequence[str], vocab_size: int, lowercase: bool = Tru
 
 
 def scratch_config(size: str, vocab_size: int, max_position_embeddings: int = 512):
+    """A BertkitConfig of a from-scratch size (SCRATCH_SIZES) over a vocabulary of vocab_size, [PAD] = 0."""
     from bertkit import BertkitConfig
 
     return BertkitConfig(vocab_size=vocab_size, max_position_embeddings=max_position_embeddings, pad_token_id=0,

@@ -133,6 +133,7 @@ def _reject_pairs(encoding, mode: str) -> None:
 
 # ----------------------------------------------------------------------------------------- whole-word mode
 def is_cjk(char: str) -> bool:
+    """Whether `char` is a CJK ideograph (the unified blocks, extensions and compatibility ideographs)."""
     code = ord(char)
     return (0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2FA1F
             or 0xF900 <= code <= 0xFAFF)
