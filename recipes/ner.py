@@ -23,8 +23,9 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.ner import (ReadOptions, build_windows, compute_metrics_fn, decode, entity_report, label_names,
-                         read_ner_file, score_tags, window_rows)
+from bertkit.tasks import settings_dict
+from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, decode, encode, entity_report, label_names,
+                               read_examples, score_tags, window_rows)
 from bertkit.console import load_pretrained
 from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
                               selection_metric, start_run, training_arguments)
@@ -107,9 +108,9 @@ def load_data(cfg: Config):
     """Training and dev sentences (dev read with the training split's scheme) and the label names."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (CoNLL columns or JSONL)")
-    train = read_ner_file(cfg.data.train, read_options(cfg))
+    train = read_examples(cfg.data.train, read_options(cfg))
     dev_scheme = train.scheme if cfg.data.scheme == "auto" else cfg.data.scheme  # IOB1 dev files convert too
-    dev = read_ner_file(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
+    dev = read_examples(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
     for note in train.notes + (dev.notes if dev else []):
         say(note)
     labels = label_names(train.entity_types, train.scheme)
@@ -118,10 +119,17 @@ def load_data(cfg: Config):
     return train, dev, labels
 
 
+def task_settings(cfg: Config, scheme: str) -> Settings:
+    """What predict / evaluate need of this run: the scheme the model predicts, how files are read and windowed."""
+    return Settings(scheme=scheme, file_scheme=cfg.data.scheme, repair_tags=cfg.data.repair_tags,
+                    skip_bad_examples=cfg.data.skip_bad_examples, split=cfg.data.split,
+                    max_length=cfg.data.max_length, stride=cfg.data.stride, strict=cfg.strict)
+
+
 def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                            label2id={name: i for i, name in enumerate(labels)})
-    config.ner_scheme = scheme  # saved in config.json: predict / evaluate decode and score with it
+    config.bertkit_task_settings = settings_dict(task_settings(cfg, scheme))  # config.json: predict / evaluate
     if cfg.data.max_length > config.max_position_embeddings:
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
@@ -140,8 +148,8 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
     label2id = {name: i for i, name in enumerate(labels)}
-    windows = {name: build_windows(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
-                                   cfg.data.label_all_tokens)
+    windows = {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
+                            cfg.data.label_all_tokens)
                for name, split in (("train", train), ("dev", dev)) if split is not None}
     dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
     model = build_model(cfg, model_path, labels, train.scheme)

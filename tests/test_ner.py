@@ -15,9 +15,12 @@ from bertkit import BertkitConfig, BertkitForTokenClassification
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
-from bertkit.ner import (ReadOptions, Sentence, Tagger, build_windows, entities_from_tags, label_names,
-                         predict_word_probabilities, read_ner_file, read_texts, repair_tags, scheme_violations,
-                         spans_to_tags, split_words, stitch_windows, tags_to_spans, window_spans)
+from bertkit.tasks import SETTINGS_KEY, read_settings, settings_dict
+from bertkit.tasks.ner import (ReadOptions, Sentence, Settings, Tagger, encode, entities_from_tags, label_names,
+                               legacy_settings, predict_word_probabilities, read_examples, read_texts, repair_tags,
+                               scheme_violations, sentence_windows, spans_to_tags, split_words, stitch_windows,
+                               tags_to_spans)
+from bertkit.windows import sliding_windows
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data" / "ner"
@@ -58,12 +61,12 @@ def test_labels_go_on_the_first_sub_token_or_all_with_label_all_tokens(tiny_mode
     labels = label_names({"PER", "LOC"}, "IOB2")
     assert labels == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     label2id = {name: i for i, name in enumerate(labels)}
-    windows = build_windows(tokenizer, [sentence], 64, 8, label2id)
+    windows = encode(tokenizer, [sentence], 64, 8, label2id)
     tokens = tokenizer.convert_ids_to_tokens(windows.features[0]["input_ids"])
     assert tokens == ["[CLS]", "johansson", "##berg", "visited", "nk", "##ech", "##i", "in", "rotterdam", "[SEP]"]
     named = lambda ids: [labels[i] if i >= 0 else -100 for i in ids]  # noqa: E731
     assert named(windows.features[0]["labels"]) == [-100, "B-PER", -100, "O", "B-PER", -100, -100, "O", "B-LOC", -100]
-    all_tokens = build_windows(tokenizer, [sentence], 64, 8, label2id, label_all_tokens=True)
+    all_tokens = encode(tokenizer, [sentence], 64, 8, label2id, label_all_tokens=True)
     assert named(all_tokens.features[0]["labels"]) == [
         -100, "B-PER", "I-PER", "O", "B-PER", "I-PER", "I-PER", "O", "B-LOC", -100]
     assert windows.first_tokens == [[0, 2, 3, 6, 7]]
@@ -75,7 +78,7 @@ def test_bioes_label_all_tokens_continues_with_i(tiny_model_dir):
     assert labels == ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
     label2id = {name: i for i, name in enumerate(labels)}
     sentence = Sentence(["Nkechi", "Halden", "Johanssonberg"], ["S-PER", "B-PER", "E-PER"], "test")
-    windows = build_windows(tokenizer, [sentence], 64, 8, label2id, label_all_tokens=True)
+    windows = encode(tokenizer, [sentence], 64, 8, label2id, label_all_tokens=True)
     # nk ##ech ##i | hal ##den | johansson ##berg
     assert [labels[i] for i in windows.features[0]["labels"][1:-1]] == [
         "S-PER", "I-PER", "I-PER", "B-PER", "I-PER", "E-PER", "I-PER"]
@@ -86,20 +89,29 @@ def test_bioes_label_all_tokens_continues_with_i(tiny_model_dir):
 
 
 def test_window_spans_cover_everything_with_the_stride():
-    assert window_spans(10, 4, 2) == [(0, 4), (2, 6), (4, 8), (6, 10)]
-    assert window_spans(11, 4, 2) == [(0, 4), (2, 6), (4, 8), (6, 10), (7, 11)]  # last window moved back, full
-    assert window_spans(3, 4, 2) == [(0, 3)]
-    assert window_spans(0, 4, 2) == []
+    assert sliding_windows(10, 4, 2, full_last=True) == [(0, 4), (2, 6), (4, 8), (6, 10)]
+    # last window moved back, full
+    assert sliding_windows(11, 4, 2, full_last=True) == [(0, 4), (2, 6), (4, 8), (6, 10), (7, 11)]
+    assert sliding_windows(3, 4, 2, full_last=True) == [(0, 3)]
     with pytest.raises(BertkitError, match="stride 4 must be smaller"):
-        window_spans(10, 4, 4)
+        sliding_windows(10, 4, 4, full_last=True)
+
+
+def test_an_empty_sentence_gets_no_window(tiny_model_dir):
+    """sliding_windows gives no tokens one empty window, (0, 0); NER keeps none: an empty sentence has no rows."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert sentence_windows(0, 6, 2) == []
+    windows = encode(tokenizer, [Sentence([], None, "empty"), Sentence(["Oslo"], None, "t")], 6, 2)
+    assert windows.num_tokens[0] == 0 and windows.owner and set(windows.owner) == {1}
 
 
 def test_each_token_takes_the_window_where_it_is_most_central():
-    spans = window_spans(10, 4, 2)
+    spans = sliding_windows(10, 4, 2, full_last=True)
     values = [np.full((end - start, 1), index, dtype=np.float32) for index, (start, end) in enumerate(spans)]
     chosen = stitch_windows(spans, values, 10)[:, 0].astype(int).tolist()
     assert chosen == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
-    eleven = window_spans(11, 4, 2)  # token 8 is equally central in (6, 10) and (7, 11): the earlier one wins
+    # token 8 is equally central in (6, 10) and (7, 11): the earlier one wins
+    eleven = sliding_windows(11, 4, 2, full_last=True)
     values = [np.full((end - start, 1), index, dtype=np.float32) for index, (start, end) in enumerate(eleven)]
     assert stitch_windows(eleven, values, 11)[:, 0].astype(int).tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     # rows keep their position inside the window: window 1's row for token 4 is its third row
@@ -121,7 +133,22 @@ def per_token_tagger(tokenizer, max_length: int, stride: int) -> Tagger:
             layer.attention.output.dense.bias.zero_()
         model.classifier.weight.mul_(50)  # spread the probabilities so a wrong row is visible
     id2label = dict(enumerate(label_names({"PER", "LOC"}, "IOB2")))
-    return Tagger(model, tokenizer, id2label, "IOB2", max_length, stride, ReadOptions(), False)
+    return Tagger(model, tokenizer, id2label, Settings(max_length=max_length, stride=stride))
+
+
+def test_an_older_run_keeps_its_settings_from_ner_scheme_and_its_recipe_config(tmp_path):
+    (tmp_path / "bertkit_config.yaml").write_text("data:\n  scheme: IOB1\n  repair_tags: true\n  split: chars\n"
+                                                  "  max_length: 64\n  stride: 8\nstrict: true\n", encoding="utf-8")
+    config = transformers.BertConfig(ner_scheme="IOB2")
+    settings = read_settings(Settings, config, "config.json", legacy=legacy_settings(str(tmp_path), config))
+    assert settings == Settings(scheme="IOB2", file_scheme="IOB1", repair_tags=True, split="chars", max_length=64,
+                                stride=8, strict=True)
+    assert settings.read_options() == ReadOptions(scheme="IOB1", repair=True, split="chars")
+    bare = transformers.BertConfig()
+    assert read_settings(Settings, bare, "config.json", legacy=legacy_settings(str(tmp_path / "x"), bare)) == Settings()
+    saved = {SETTINGS_KEY: {**settings_dict(Settings()), "max_length": 16, "stride": 14}}
+    with pytest.raises(BertkitError, match=r"bertkit_task_settings\.stride must be .* below the 14 tokens"):
+        read_settings(Settings, saved, "config.json")
 
 
 def test_windowed_prediction_equals_the_unwindowed_one_for_a_per_token_model(tiny_model_dir):
@@ -130,7 +157,7 @@ def test_windowed_prediction_equals_the_unwindowed_one_for_a_per_token_model(tin
              "a firm from Tromso and Oslo on Friday , the agency said").split() * 3
     sentence = Sentence(words, None, "test")
     short = per_token_tagger(tokenizer, max_length=16, stride=5)
-    assert len(build_windows(tokenizer, [sentence], 16, 5).features) > 5
+    assert len(encode(tokenizer, [sentence], 16, 5).features) > 5
     windowed = predict_word_probabilities(short, [sentence, Sentence(["Oslo"], None, "t")], batch_size=4)
     whole = predict_word_probabilities(per_token_tagger(tokenizer, 128, 5), [sentence], batch_size=4)
     assert windowed[0].shape == (len(words), 5)
@@ -141,7 +168,7 @@ def test_windowed_prediction_equals_the_unwindowed_one_for_a_per_token_model(tin
     torch.manual_seed(2)
     for layer in mixing.model.bert.encoder.layer:
         torch.nn.init.normal_(layer.attention.output.dense.weight, std=0.5)
-    mixing_whole = Tagger(mixing.model, tokenizer, mixing.id2label, "IOB2", 128, 5, ReadOptions(), False)
+    mixing_whole = Tagger(mixing.model, tokenizer, mixing.id2label, Settings(max_length=128, stride=5))
     assert not np.allclose(predict_word_probabilities(mixing, [sentence])[0],
                            predict_word_probabilities(mixing_whole, [sentence])[0], atol=1e-3)
 
@@ -182,34 +209,34 @@ def write(path: Path, text: str) -> str:
 def test_broken_tags_stop_with_count_and_first_line_or_get_repaired(tmp_path):
     path = write(tmp_path / "bad.conll", "-DOCSTART- O\n\nAnna I-PER\nBerg I-PER\nsang O\n\nin O\nOslo I-LOC\n")
     with pytest.raises(BertkitError) as error:
-        read_ner_file(path)
+        read_examples(path)
     message = str(error.value)
     assert "2 tags break the IOB2 scheme" in message and f"{path} line 3: I-PER after sentence start" in message
     assert "data.repair_tags=true" in message and "\n" not in message
-    data = read_ner_file(path, ReadOptions(repair=True))
+    data = read_examples(path, ReadOptions(repair=True))
     assert [s.tags for s in data.sentences] == [["B-PER", "I-PER", "O"], ["O", "B-LOC"]]
     assert data.notes == [f"{path}: repaired 2 tags that broke IOB2 (first: {path} line 3: I-PER after sentence start)"]
-    iob1 = read_ner_file(path, ReadOptions(scheme="IOB1"))  # the same file is valid IOB1: converted to IOB2
+    iob1 = read_examples(path, ReadOptions(scheme="IOB1"))  # the same file is valid IOB1: converted to IOB2
     assert iob1.scheme == "IOB2" and iob1.sentences[0].tags == ["B-PER", "I-PER", "O"]
 
 
 def test_bioes_is_detected_and_checked(tmp_path):
-    good = read_ner_file(write(tmp_path / "a.conll", "Anna B-PER\nBerg E-PER\nin O\nOslo S-LOC\n"))
+    good = read_examples(write(tmp_path / "a.conll", "Anna B-PER\nBerg E-PER\nin O\nOslo S-LOC\n"))
     assert good.scheme == "BIOES" and good.entity_types == {"PER", "LOC"}
     with pytest.raises(BertkitError, match=r"b\.conll line 1: B-PER not closed by E-PER"):
-        read_ner_file(write(tmp_path / "b.conll", "Anna B-PER\nin O\nOslo S-LOC\n"))
+        read_examples(write(tmp_path / "b.conll", "Anna B-PER\nin O\nOslo S-LOC\n"))
     with pytest.raises(BertkitError, match=r"a\.conll line 2: tag E-PER is not an IOB2 tag — set data.scheme=BIOES"):
-        read_ner_file(str(tmp_path / "a.conll"), ReadOptions(scheme="IOB2"))
+        read_examples(str(tmp_path / "a.conll"), ReadOptions(scheme="IOB2"))
 
 
 def test_conll_format_errors_name_the_line(tmp_path):
     with pytest.raises(BertkitError, match=r"c\.conll line 3 has 3 columns but line 1 has 2"):
-        read_ner_file(write(tmp_path / "c.conll", "Anna B-PER\nsang O\nin NN O\n"))
+        read_examples(write(tmp_path / "c.conll", "Anna B-PER\nsang O\nin NN O\n"))
     with pytest.raises(BertkitError, match=r"d\.conll line 2 has one column \('Oslo'\)"):
-        read_ner_file(write(tmp_path / "d.conll", "in O\nOslo\n"))
+        read_examples(write(tmp_path / "d.conll", "in O\nOslo\n"))
     with pytest.raises(BertkitError, match=r"e\.conll line 2: tag 'PER' is neither O nor"):
-        read_ner_file(write(tmp_path / "e.conll", "in O\nOslo PER\n"))
-    four = read_ner_file(write(tmp_path / "f.conll", "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
+        read_examples(write(tmp_path / "e.conll", "in O\nOslo PER\n"))
+    four = read_examples(write(tmp_path / "f.conll", "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
     assert four.sentences[0].words == ["EU", "rejects"] and four.sentences[0].tags == ["B-ORG", "O"]
 
 
@@ -221,8 +248,8 @@ def test_bad_spans_stop_or_are_counted_and_skipped(tmp_path):
     path = write(tmp_path / "spans.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     with pytest.raises(BertkitError, match=r"spans\.jsonl line 2: entity 0-9 PER is out of range for a text of 2 "
                                            r"characters .* data\.skip_bad_examples=true"):
-        read_ner_file(path, ReadOptions(split="chars"))
-    data = read_ner_file(path, ReadOptions(split="chars", skip_bad=True))
+        read_examples(path, ReadOptions(split="chars"))
+    data = read_examples(path, ReadOptions(split="chars", skip_bad=True))
     assert len(data.sentences) == 1 and data.sentences[0].tags == ["B-PER", "I-PER", "O", "O", "O"]
     assert data.notes[0].startswith(f"{path}: skipped 2 examples with bad entity spans (first: {path} line 2")
     assert data.notes[1].startswith(f"{path}: skipped 1 example with tags and tokens of different lengths")
@@ -238,11 +265,11 @@ def test_chinese_spans_map_back_to_the_original_characters(tmp_path):
                 {"start": 16, "end": 24, "type": "LOC"}]
     assert [text[e["start"]:e["end"]] for e in entities] == ["张三", "北京大学", "New York"]
     path = write(tmp_path / "zh.jsonl", json.dumps({"text": text, "entities": entities}, ensure_ascii=False) + "\n")
-    chars = read_ner_file(path, ReadOptions(split="chars")).sentences[0]
+    chars = read_examples(path, ReadOptions(split="chars")).sentences[0]
     assert chars.words[:8] == ["张", "三", "在", "北", "京", "大", "学", "读"]
     assert chars.words[-8:] == [*"NewYork", "。"] and chars.tags[-8:] == ["B-LOC"] + ["I-LOC"] * 6 + ["O"]
     assert chars.tags[:8] == ["B-PER", "I-PER", "O", "B-ORG", "I-ORG", "I-ORG", "I-ORG", "O"]
-    words = read_ner_file(path).sentences[0]  # bert split: CJK characters alone, English words whole
+    words = read_examples(path).sentences[0]  # bert split: CJK characters alone, English words whole
     assert words.words[-3:] == ["New", "York", "。"] and words.tags[-3:] == ["B-LOC", "I-LOC", "O"]
     for sentence in (chars, words):
         scores = np.linspace(0.5, 0.9, len(sentence.words))
@@ -276,7 +303,8 @@ def test_english_run_writes_everything(tiny_model_dir, tmp_path):
                  "bertkit_config.yaml", "README.md", "entity_report.txt"):
         assert (out / name).exists(), name
     config = json.loads((out / "config.json").read_text())
-    assert config["ner_scheme"] == "IOB2" and config["architectures"] == ["BertForTokenClassification"]
+    assert config[SETTINGS_KEY]["scheme"] == "IOB2" and config["architectures"] == ["BertForTokenClassification"]
+    assert config[SETTINGS_KEY]["max_length"] == 24 and config[SETTINGS_KEY]["stride"] == 6
     assert config["id2label"]["0"] == "O" and "B-MISC" in config["label2id"]
     metrics = json.loads((out / "metrics.json").read_text())["eval"]
     assert metrics == pytest.approx(results["eval"])
