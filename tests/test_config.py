@@ -11,6 +11,7 @@ from typing import Literal
 import pytest
 
 from bertkit.config import (
+    INLINE,
     REQUIRED,
     config_header_command,
     config_to_dict,
@@ -20,6 +21,7 @@ from bertkit.config import (
     validate_train_args,
 )
 from bertkit.errors import BertkitError
+from bertkit.options import FineTuning, LoraOptions, RunOptions
 
 
 @dataclass
@@ -393,3 +395,78 @@ def test_config_header_command(tmp_path):
     assert config_header_command(write(tmp_path, "model: m\n# bertkit run late\n", "b.yaml")) is None
     with pytest.raises(BertkitError):
         config_header_command(tmp_path / "missing.yaml")
+
+
+# --- inline sections: shared options whose keys sit at the recipe's top level ----------------------------------
+
+
+@dataclass
+class InlineConfig:
+    model: str = "m"
+    """The checkpoint."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/toy"), metadata=INLINE)
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: dict = field(default_factory=lambda: {"learning_rate": 5.0e-5})
+    """TrainingArguments keyword arguments."""
+
+
+def test_inline_keys_are_read_at_the_top_level(tmp_path):
+    path = write(tmp_path, "seed: 7\nllrd: 0.8\nlora:\n  r: 4\n")
+    cfg = load_config(InlineConfig, path, ["llrd=0.9", "output_dir=out/x", "lora.alpha=8", "data.train=a.csv"])
+    assert cfg.run == RunOptions(output_dir="out/x", seed=7)
+    assert cfg.tune == FineTuning(llrd=0.9)
+    assert (cfg.lora.r, cfg.lora.alpha, cfg.data.train) == (4, 8, "a.csv")
+    assert load_config(InlineConfig, None, []) == InlineConfig()
+    assert InlineConfig().run.output_dir == "runs/toy", "the recipe's own default, not a shared one"
+
+
+def test_inline_key_typo_suggests_the_top_level_key():
+    assert error_of(InlineConfig, None, ["lrd=0.9"]) == (
+        "unknown config key 'lrd' — did you mean 'llrd'? (from override lrd=0.9)"
+    )
+    assert "did you mean 'output_dir'?" in error_of(InlineConfig, None, ["ouput_dir=x"])
+    assert "unknown config key 'run'" in error_of(InlineConfig, None, ["run.output_dir=x"])
+    assert "did you mean 'lora.alpha'?" in error_of(InlineConfig, None, ["lora.alpah=8"])
+
+
+def test_inline_errors_name_the_top_level_key_and_its_source(tmp_path):
+    assert error_of(InlineConfig, None, ["llrd=abc"]) == (
+        "config key 'llrd': expected a float, got 'abc' (from override llrd=abc)"
+    )
+    message = error_of(InlineConfig, write(tmp_path, "model: m\nseed: -1\n"), [])
+    assert message.startswith("config key 'seed' must be between 0 and") and "line 2" in message
+    assert "(from override head_lr=0)" in error_of(InlineConfig, None, ["head_lr=0"])
+    assert "config key 'early_stopping_patience' must be at least 1" in error_of(
+        InlineConfig, None, ["early_stopping_patience=0"])
+    assert "(from override lora.r=0)" in error_of(InlineConfig, None, ["lora.r=0"])
+
+
+def test_inline_keys_are_described_and_saved_in_place(tmp_path):
+    rows = {row.key: row for row in describe_config(InlineConfig)}
+    assert list(rows)[:10] == ["model", "output_dir", "seed", "resume", "overwrite", "push", "precision", "llrd",
+                               "head_lr", "early_stopping_patience"]
+    assert "run" not in rows and "tune" not in rows and not any(key.startswith(("run.", "tune.")) for key in rows)
+    assert rows["output_dir"].default == "runs/toy" and rows["llrd"].type == "float"
+    assert rows["seed"].help.startswith("Seed for initialisation") and rows["lora.r"].help == "LoRA rank."
+    cfg = load_config(InlineConfig, None, ["llrd=0.9", "output_dir=out/y", "lora.r=2"])
+    plain = config_to_dict(cfg)
+    assert list(plain)[:3] == ["model", "output_dir", "seed"] and plain["llrd"] == 0.9
+    assert "run" not in plain and "tune" not in plain and plain["lora"]["r"] == 2
+    assert load_config(InlineConfig, save_config(cfg, tmp_path / "saved.yaml"), []) == cfg
+
+
+def test_train_output_dir_and_seed_point_at_the_top_level_keys():
+    assert "set the top-level output_dir=... instead" in error_of(InlineConfig, None, ["train.output_dir=x"])
+    assert "set the top-level seed=... instead" in error_of(InlineConfig, None, ["train.seed=3"])
+
+
+def test_an_inline_key_declared_twice_is_a_recipe_bug():
+    @dataclass
+    class Twice:
+        output_dir: str = "x"
+        run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="y"), metadata=INLINE)
+
+    with pytest.raises(TypeError, match="'output_dir' is declared twice"):
+        load_config(Twice, None, [])
