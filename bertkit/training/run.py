@@ -16,6 +16,7 @@ from ..config import config_to_dict, save_config
 from ..console import is_main_process, run_log, say
 from ..display import use_display
 from ..errors import BertkitError
+from ..model_card import render_model_card
 from ..rundir import CURVE_FILE, METRICS_FILE, RUN_CONFIG_FILE, write_json
 from .plots import plot_training_curve
 
@@ -117,8 +118,6 @@ def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, m
 
 
 def _write_model_card(output_dir: Path) -> None:
-    from .model_card import render_model_card
-
     try:
         (output_dir / "README.md").write_text(render_model_card(output_dir), encoding="utf-8")
     except BertkitError as error:  # the model is saved; a card problem must not lose the run
