@@ -147,6 +147,39 @@ def test_cli_run_predict_evaluate_agree(tiny_model_dir, sentiment, tmp_path):
         assert result.exit_code == 2 and "fp16 needs a CUDA GPU" in result.output
 
 
+def test_a_run_saves_its_inference_settings_in_the_model_config(tiny_model_dir, sentiment, tmp_path):
+    from bertkit import tasks
+    from bertkit.tasks.classify import LongDocConfig, Settings, load_predictor
+
+    out = tmp_path / "run"
+    run_recipe(base_overrides(tiny_model_dir, sentiment["train"], sentiment["dev"], out, "data.text_column=text",
+                              "long_doc.strategy=tail", "train.save_strategy=no", "train.eval_strategy=no",
+                              "train.load_best_model_at_end=false"))
+    saved = json.loads((out / "config.json").read_text())[tasks.SETTINGS_KEY]
+    assert saved == tasks.settings_dict(Settings(32, "text", None, None, LongDocConfig("tail")))
+    classifier = load_predictor(str(out))
+    assert classifier.max_length == 32 and classifier.long_doc == LongDocConfig("tail")
+
+
+def test_a_model_saved_before_config_json_held_its_settings_reads_its_run_config(tmp_path):
+    """Run directories of the previous bertkit keep predicting: data.* and long_doc of bertkit_config.yaml."""
+    from bertkit import BertkitConfig, tasks
+    from bertkit.errors import BertkitError
+    from bertkit.tasks.classify import LongDocConfig, Settings
+    from bertkit.tasks.classify.predict import read_model_settings
+
+    (tmp_path / "bertkit_config.yaml").write_text("data:\n  max_length: 40\n  text_column: body\n  train: t.csv\n"
+                                                  "long_doc:\n  strategy: chunk\n  stride: 8\n")
+    got = read_model_settings(str(tmp_path), BertkitConfig())
+    assert got == Settings(40, "body", None, None, LongDocConfig("chunk", stride=8))
+    saved = BertkitConfig(**{tasks.SETTINGS_KEY: tasks.settings_dict(Settings(64))})
+    assert read_model_settings(str(tmp_path), saved) == Settings(64)  # config.json wins over the YAML
+    assert read_model_settings(str(tmp_path / "elsewhere"), BertkitConfig()) == Settings()  # a stock model
+    (tmp_path / "bertkit_config.yaml").write_text("long_doc:\n  strategy: chunk\n  strid: 8\n")
+    with pytest.raises(BertkitError, match=r"long_doc\.strid.*bertkit_config\.yaml"):
+        read_model_settings(str(tmp_path), BertkitConfig())
+
+
 @pytest.mark.gpu
 def test_predict_runs_on_the_gpu(tiny_model_dir, sentiment, tmp_path):
     from bertkit.tasks.classify import load_predictor
