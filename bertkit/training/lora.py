@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 from ..console import say
 from ..errors import BertkitError
-
-
-@dataclass
-class LoraOptions:
-    enabled: bool = False
-    """Train LoRA adapters (peft) instead of all weights."""
-    r: int = 8
-    """LoRA rank."""
-    alpha: int = 16
-    """LoRA scaling numerator (scale = alpha / r)."""
-    dropout: float = 0.1
-    """Dropout on the LoRA branch."""
-    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
-    """Linear layers that get adapters."""
-    merge: bool = True
-    """Save the merged model (loads anywhere); false saves the adapter alone."""
+from ..options import LoraOptions
 
 
 def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save: list[str] | None = None):
