@@ -18,14 +18,13 @@ from typing import Literal
 import datasets
 import transformers
 
-from bertkit import BertkitConfig, BertkitForTokenClassification
+from bertkit import BertkitConfig, BertkitForTokenClassification, tasks
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
-from bertkit.tasks import settings_dict
-from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, decode, encode, entity_report, label_names,
-                               read_examples, score_tags, window_rows)
+from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
+                               predicted_tags, read_examples, score_tags)
 from bertkit.console import load_pretrained
 from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
                               selection_metric, start_run, training_arguments)
@@ -119,7 +118,7 @@ def load_data(cfg: Config):
     return train, dev, labels
 
 
-def task_settings(cfg: Config, scheme: str) -> Settings:
+def inference_settings(cfg: Config, scheme: str) -> Settings:
     """What predict / evaluate need of this run: the scheme the model predicts, how files are read and windowed."""
     return Settings(scheme=scheme, file_scheme=cfg.data.scheme, repair_tags=cfg.data.repair_tags,
                     skip_bad_examples=cfg.data.skip_bad_examples, split=cfg.data.split,
@@ -129,7 +128,7 @@ def task_settings(cfg: Config, scheme: str) -> Settings:
 def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                            label2id={name: i for i, name in enumerate(labels)})
-    config.bertkit_task_settings = settings_dict(task_settings(cfg, scheme))  # config.json: predict / evaluate
+    config.bertkit_task_settings = tasks.settings_dict(inference_settings(cfg, scheme))  # predict / evaluate
     if cfg.data.max_length > config.max_position_embeddings:
         raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
                            f"{config.max_position_embeddings} positions — set data.max_length<="
@@ -140,6 +139,21 @@ def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
     return model
 
 
+def encode_splits(cfg: Config, tokenizer, train, dev, label2id: dict[str, int]) -> dict:
+    """Each split's sentences as overlapping windows with aligned labels."""
+    return {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
+                         cfg.data.label_all_tokens)
+            for name, split in (("train", train), ("dev", dev)) if split is not None}
+
+
+def final_evaluation(trainer, dev_set, dev_windows, dev, id2label: dict[int, str], cfg: Config, scheme: str):
+    """The final (best) model on dev: entity scores, and seqeval's per-type table as entity_report.txt."""
+    logits = trainer.predict(dev_set, metric_key_prefix="eval").predictions
+    predicted, gold = predicted_tags(logits, dev_windows, id2label), [s.tags for s in dev.sentences]
+    return (score_tags(predicted, gold, cfg.strict, scheme),
+            {"entity_report.txt": entity_report(predicted, gold, cfg.strict, scheme)})
+
+
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
@@ -147,10 +161,8 @@ def main(cfg: Config) -> dict:
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
-    label2id = {name: i for i, name in enumerate(labels)}
-    windows = {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
-                            cfg.data.label_all_tokens)
-               for name, split in (("train", train), ("dev", dev)) if split is not None}
+    id2label = dict(enumerate(labels))
+    windows = encode_splits(cfg, tokenizer, train, dev, {name: i for i, name in id2label.items()})
     dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
     model = build_model(cfg, model_path, labels, train.scheme)
     args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
@@ -158,7 +170,6 @@ def main(cfg: Config) -> dict:
     callbacks = []
     if cfg.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
-    id2label = dict(enumerate(labels))
     metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=datasets.Dataset.from_list(windows["train"].features),
@@ -167,14 +178,8 @@ def main(cfg: Config) -> dict:
         callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 
-    metrics, files = {}, {}
-    if dev is not None:  # the final (best) model on dev, with seqeval's per-type table
-        logits = trainer.predict(dev_set, metric_key_prefix="eval").predictions
-        word_probs = windows["dev"].word_probabilities(window_rows(logits, windows["dev"]), label2id["O"], len(labels))
-        predicted = [decode(p, id2label)[0] for p in word_probs]
-        gold = [s.tags for s in dev.sentences]
-        metrics = score_tags(predicted, gold, cfg.strict, train.scheme)
-        files["entity_report.txt"] = entity_report(predicted, gold, cfg.strict, train.scheme)
+    metrics, files = (final_evaluation(trainer, dev_set, windows["dev"], dev, id2label, cfg, train.scheme)
+                      if dev is not None else ({}, {}))
     if cfg.lora.enabled and cfg.lora.merge:
         trainer.model = trainer.model.merge_and_unload()
     results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},

@@ -15,7 +15,7 @@ cut into overlapping windows (encode.py); predictions are decoded and scored per
 from .encode import Windows, align_labels, encode, first_tokens, sentence_windows, stitch_windows, window_rows
 from .predict import Tagger, evaluate_file, load_predictor, predict_file, predict_word_probabilities
 from .read import NerData, ReadOptions, read_examples, read_texts
-from .scoring import compute_metrics_fn, decode, entities_from_tags, entity_report, score_tags
+from .scoring import compute_metrics_fn, decode, entities_from_tags, entity_report, predicted_tags, score_tags
 from .settings import Settings, legacy_settings
 from .tags import (SCHEMES, continuation_ids, label_names, repair_tags, scheme_violations, spans_to_tags, split_tag,
                    tags_to_spans)
@@ -25,6 +25,6 @@ __all__ = [
     "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
     "Sentence", "ReadOptions", "NerData", "Windows", "Tagger", "read_texts", "split_words", "SCHEMES", "split_tag",
     "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names", "continuation_ids",
-    "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows", "entities_from_tags",
-    "decode", "score_tags", "entity_report", "predict_word_probabilities", "legacy_settings",
+    "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows", "predicted_tags",
+    "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities", "legacy_settings",
 ]

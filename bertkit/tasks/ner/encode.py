@@ -73,6 +73,8 @@ def stitch_windows(spans: list[tuple[int, int]], window_values: list[np.ndarray]
 
 @dataclass
 class Windows:
+    """Sentences as model rows: overlapping windows of sub-tokens, and what stitches them back into words."""
+
     features: list[dict]  # one per window: input_ids, attention_mask, token_type_ids [, labels]
     owner: list[int]  # the sentence of each window
     spans: list[tuple[int, int]]  # the window's [start, end) in its sentence's sub-tokens

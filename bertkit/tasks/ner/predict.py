@@ -29,6 +29,8 @@ from .words import Sentence
 
 @dataclass
 class Tagger:
+    """A fine-tuned token classifier with its tokenizer, labels and saved settings: what predict and evaluate run."""
+
     model: BertkitForTokenClassification
     tokenizer: object
     id2label: dict[int, str]

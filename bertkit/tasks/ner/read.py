@@ -24,6 +24,8 @@ from .words import Sentence, split_words
 
 @dataclass
 class ReadOptions:
+    """How a NER file is read: its scheme and format, what is repaired or skipped, how raw text becomes words."""
+
     scheme: str = "auto"  # auto | IOB2 | IOB1 | BIOES
     repair: bool = False  # repair tags that break the scheme instead of stopping
     skip_bad: bool = False  # skip (and count) examples with bad spans / mismatched tags instead of stopping
@@ -33,6 +35,8 @@ class ReadOptions:
 
 @dataclass
 class NerData:
+    """The sentences of one file, the scheme of their tags, and what reading them changed."""
+
     sentences: list[Sentence]
     scheme: str  # the scheme of the tags as returned (IOB1 input is converted to IOB2)
     notes: list[str]  # what was skipped, repaired or converted: printed, never silent

@@ -47,19 +47,23 @@ def entity_report(predicted: list[list[str]], gold: list[list[str]], strict: boo
         return classification_report(gold, predicted, digits=4, zero_division=0, **options)
 
 
+def predicted_tags(logits: np.ndarray, windows: Windows, id2label: dict[int, str]) -> list[list[str]]:
+    """Trainer's padded (windows, T, C) logits -> each sentence's predicted tags, one per word."""
+    o_id = {v: k for k, v in id2label.items()}["O"]
+    word_probs = windows.word_probabilities(window_rows(logits, windows), o_id, len(id2label))
+    return [decode(p, id2label)[0] for p in word_probs]
+
+
 def compute_metrics_fn(windows: Windows, sentences: list[Sentence], id2label: dict[int, str], strict: bool,
                        scheme: str):
     """A Trainer `compute_metrics` that stitches the eval windows back into sentences and scores words."""
-    o_id = {v: k for k, v in id2label.items()}["O"]
 
     def compute_metrics(eval_prediction):
         logits = eval_prediction.predictions
         logits = logits[0] if isinstance(logits, tuple) else logits
-        word_probs = windows.word_probabilities(window_rows(logits, windows), o_id, len(id2label))
-        predicted = [decode(p, id2label)[0] for p in word_probs]
-        return score_tags(predicted, [s.tags for s in sentences], strict, scheme)
+        return score_tags(predicted_tags(logits, windows, id2label), [s.tags for s in sentences], strict, scheme)
 
     return compute_metrics
 
 
-__all__ = ["compute_metrics_fn", "entities_from_tags", "decode", "score_tags", "entity_report"]
+__all__ = ["compute_metrics_fn", "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report"]

@@ -61,6 +61,8 @@ def joined_text(words: list[str]) -> tuple[str, list[tuple[int, int]]]:
 
 @dataclass
 class Sentence:
+    """One sentence: its words with their tags and character offsets into the original text, and where it came from."""
+
     words: list[str]
     tags: list[str] | None  # None when the input has no labels (predict)
     where: str  # "train.conll line 12": where the sentence starts
