@@ -332,6 +332,63 @@ def task_settings(cfg: Config, whole_word: str) -> Settings:
                     random_replace_prob=cfg.masking.random_replace_prob, nsp=cfg.nsp, seed=cfg.eval_seed)
 
 
+def masking_settings(cfg: Config, whole_word: str) -> dict:
+    """MaskingCollator's settings for this run: training, the head warm-up and the held-out masks share them."""
+    return {"mlm_probability": cfg.masking.probability, "mask_replace_prob": cfg.masking.mask_replace_prob,
+            "random_replace_prob": cfg.masking.random_replace_prob, "whole_word": whole_word}
+
+
+def perplexity_before(cfg: Config, model, tokenizer, notes: dict, warmup_examples, masking: dict, held_out,
+                      batch_size: int) -> dict:
+    """The held-out perplexity before training (after a new head's warm-up); `head` says what it measures."""
+    before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
+    before = masked_perplexity(model, held_out, tokenizer.pad_token_id, batch_size)
+    before["head"] = before_head
+    say(f"held-out perplexity before training: {before['perplexity']:.2f} "
+        f"({before['masked_tokens']} masked tokens; {before_head})")
+    return before
+
+
+def build_trainer(cfg: Config, model, tokenizer, args, train_examples, held_out, masking: dict):
+    """The Trainer over the training examples, evaluating on the fixed held-out masks."""
+    # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
+    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
+    callbacks = [MaskingEpochCallback(train_masking)]
+    if cfg.early_stopping_patience:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    return transformers.Trainer(
+        model=model, args=args, train_dataset=train_examples,
+        eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
+        data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
+        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+
+
+def collect_results(before: dict, after: dict, held_out, train_result, whole_word: str, notes: dict,
+                    tokenizer, started: float) -> dict:
+    """What metrics.json records: the perplexities, the training loss, and what the run did to head and
+    vocabulary."""
+    return {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
+                     "perplexity_before": before["perplexity"], "perplexity_before_is": before["head"],
+                     **({"nsp_accuracy": after["nsp_accuracy"]} if "nsp_accuracy" in after else {})},
+            "before": before, "after": after, "held_out_examples": len(held_out),
+            "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
+            "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
+            "tokens_cached": notes.get("tokens_cached"),
+            "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
+
+
+def summarize(cfg: Config, results: dict, output_dir) -> None:
+    """The closing table: perplexity before and after, and what was measured how."""
+    before, after = results["before"], results["after"]
+    run_summary("mlm: held-out perplexity (fixed masks)", {
+        "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
+        "masked tokens": after["masked_tokens"], "before measured": before["head"],
+        **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
+        "MLM head": results["mlm_head"], "new tokens": len(results["new_tokens"]),
+        "whole-word masking": results["whole_word"], "train loss": results["train"]["loss"],
+        "wall time (s)": results["wall_time_s"]}, output_dir, "mlm")
+
+
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
     transformers.set_seed(cfg.seed)
@@ -340,11 +397,10 @@ def main(cfg: Config) -> dict:
     model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
     count = "streamed" if cfg.data.streaming else len(train_examples)
     say(f"{count} train / {len(eval_examples)} held-out examples "
-         f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
-         f"whole-word masking: {whole_word}")
+        f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
+        f"whole-word masking: {whole_word}")
 
-    masking = {"mlm_probability": cfg.masking.probability, "mask_replace_prob": cfg.masking.mask_replace_prob,
-               "random_replace_prob": cfg.masking.random_replace_prob, "whole_word": whole_word}
+    masking = masking_settings(cfg, whole_word)
     held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
     train_args = {"prediction_loss_only": True, **cfg.train,
                   "remove_unused_columns": False}  # keep word_ids and example_id (the collator drops both)
@@ -352,41 +408,17 @@ def main(cfg: Config) -> dict:
                               greater_is_better=False)
     model.config.sparse_prediction = True  # train and evaluate on the masked positions only: (M, V) logits
     model.to(args.device)
-    before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
-    before = masked_perplexity(model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
-    before["head"] = before_head
-    say(f"held-out perplexity before training: {before['perplexity']:.2f} "
-         f"({before['masked_tokens']} masked tokens; {before_head})")
-    # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
-    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
-    callbacks = [MaskingEpochCallback(train_masking)]
-    if cfg.early_stopping_patience:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
-    trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=train_examples,
-        eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
-        data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+    batch_size = args.per_device_eval_batch_size
+    before = perplexity_before(cfg, model, tokenizer, notes, warmup_examples, masking, held_out, batch_size)
+    trainer = build_trainer(cfg, model, tokenizer, args, train_examples, held_out, masking)
     train_result = run_trainer(trainer, cfg)
-    after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, args.per_device_eval_batch_size)
+    after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, batch_size)
 
-    results = {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
-                        "perplexity_before": before["perplexity"], "perplexity_before_is": before_head,
-                        **({"nsp_accuracy": after["nsp_accuracy"]} if "nsp_accuracy" in after else {})},
-               "before": before, "after": after, "held_out_examples": len(held_out),
-               "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
-               "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
-               "tokens_cached": notes.get("tokens_cached"),
-               "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
+    results = collect_results(before, after, held_out, train_result, whole_word, notes, tokenizer, started)
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
-    run_summary("mlm: held-out perplexity (fixed masks)", {
-        "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
-        "masked tokens": after["masked_tokens"], "before measured": before_head,
-        **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
-        "MLM head": notes["mlm_head"], "new tokens": len(results["new_tokens"]), "whole-word masking": whole_word,
-        "train loss": train_result.training_loss, "wall time (s)": results["wall_time_s"]}, output_dir, "mlm")
+    summarize(cfg, results, output_dir)
     if cfg.push:
         push_finished_run(output_dir, cfg.push)
     return results

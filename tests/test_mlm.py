@@ -429,7 +429,8 @@ def test_second_run_loads_the_tokens_from_the_cache(tiny_model_dir, small_corpus
 def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path):
     """Tokenizing is row-wise and blocks are read from the token table, so 1 or 2 workers give exactly the blocks
     and windows that group_examples / line_examples make from the whole training text in one process."""
-    from bertkit.tasks.mlm import blocks, corpus
+    from bertkit.tasks.mlm import corpus
+    from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows
 
     lines = corpus.read_lines(EN_CORPUS, cache_dir=str(tmp_path))
     split = corpus.split_rows(corpus.blank_flags(lines), 0.05, seed=3)
@@ -441,10 +442,10 @@ def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path
     expected_lines = line_examples(texts, en, 64, "none")["input_ids"]
     for workers in (1, 2):
         tokens, _ = corpus.tokenize_rows(lines, en, "wordpiece", num_proc=workers)
-        blocks = blocks.GroupBlocks(tokens, split.train, 128, en.cls_token_id, en.sep_token_id)
+        blocks = GroupBlocks(tokens, split.train, 128, en.cls_token_id, en.sep_token_id)
         assert [b["input_ids"] for b in blocks] == expected_blocks, workers
         assert [b["example_id"] for b in blocks] == list(range(len(expected_blocks)))
-        windows = blocks.LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
+        windows = LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
         assert [w["input_ids"] for w in windows] == expected_lines, workers
 
 
@@ -460,7 +461,8 @@ def _units(word_ids):
 
 
 def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
-    from bertkit.tasks.mlm import blocks, corpus
+    from bertkit.tasks.mlm import corpus
+    from bertkit.tasks.mlm.blocks import GroupBlocks
 
     zh = chinese_bert_tokenizer()
     lines = corpus.read_lines(ZH_CORPUS, cache_dir=str(tmp_path))
@@ -468,7 +470,7 @@ def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
     texts = list(corpus.iter_texts(lines, split.train))
     expected = group_examples(texts, zh, 64, "chinese")
     tokens, _ = corpus.tokenize_rows(lines, zh, "chinese", num_proc=2)
-    blocks = list(blocks.GroupBlocks(tokens, split.train, 64, zh.cls_token_id, zh.sep_token_id))
+    blocks = list(GroupBlocks(tokens, split.train, 64, zh.cls_token_id, zh.sep_token_id))
     assert [b["input_ids"] for b in blocks] == expected["input_ids"]
     assert [_units(b["word_ids"]) for b in blocks] == [_units(w) for w in expected["word_ids"]]
 
