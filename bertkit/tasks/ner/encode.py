@@ -1,7 +1,7 @@
 """NER examples as model rows: labels aligned to sub-tokens, long sentences cut into overlapping windows, and the
 windows' predictions stitched back into one row per word.
 
-    encode(tokenizer, sentences, 128, 32, label2id)  -> Windows: overlapping token windows + labels
+    encode(tokenizer, sentences, 128, 32, label2id)  -> SentenceWindows: overlapping token windows + labels
     windows.word_probabilities(window_probs, o_id, C)  -> one (words, C) array per sentence
 
 Labels go on each word's first sub-token; the others get -100, or with `label_all_tokens` the I- tag of the word's
@@ -72,7 +72,7 @@ def stitch_windows(spans: list[tuple[int, int]], window_values: list[np.ndarray]
 
 
 @dataclass
-class Windows:
+class SentenceWindows:
     """Sentences as model rows: overlapping windows of sub-tokens, and what stitches them back into words."""
 
     features: list[dict]  # one per window: input_ids, attention_mask, token_type_ids [, labels]
@@ -102,12 +102,12 @@ class Windows:
 
 
 def encode(tokenizer, sentences: list[Sentence], max_length: int, stride: int,
-           label2id: dict[str, int] | None = None, label_all_tokens: bool = False) -> Windows:
+           label2id: dict[str, int] | None = None, label_all_tokens: bool = False) -> SentenceWindows:
     """Tokenize whole sentences (is_split_into_words), then cut each into windows of max_length - 2 sub-tokens
     plus [CLS] / [SEP]. With label2id, each window carries its aligned labels."""
     if not getattr(tokenizer, "is_fast", False):
         raise BertkitError("NER needs a fast tokenizer (word_ids) — save the model with its tokenizer.json")
-    windows = Windows([], [], [], [], [])
+    windows = SentenceWindows([], [], [], [], [])
     if not sentences:
         return windows
     encoded = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=False)
@@ -149,11 +149,11 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(-1, keepdims=True)
 
 
-def window_rows(logits: np.ndarray, windows: Windows) -> list[np.ndarray]:
+def window_rows(logits: np.ndarray, windows: SentenceWindows) -> list[np.ndarray]:
     """Trainer's padded (windows, T, C) logits -> each window's probabilities at its real tokens ([CLS] and
     [SEP] dropped)."""
     return [softmax(logits[i, 1:1 + end - start]) for i, (start, end) in enumerate(windows.spans)]
 
 
-__all__ = ["IGNORE_INDEX", "Windows", "encode", "align_labels", "first_tokens", "sentence_windows", "stitch_windows",
-           "window_rows", "softmax"]
+__all__ = ["IGNORE_INDEX", "SentenceWindows", "encode", "align_labels", "first_tokens", "sentence_windows",
+           "stitch_windows", "window_rows", "softmax"]

@@ -7,7 +7,7 @@ import numpy as np
 
 from bertkit.metrics import SEQEVAL_SCHEMES, SeqevalMetric
 
-from .encode import Windows, window_rows
+from .encode import SentenceWindows, window_rows
 from .tags import tags_to_spans
 from .words import Sentence
 
@@ -47,15 +47,15 @@ def entity_report(predicted: list[list[str]], gold: list[list[str]], strict: boo
         return classification_report(gold, predicted, digits=4, zero_division=0, **options)
 
 
-def predicted_tags(logits: np.ndarray, windows: Windows, id2label: dict[int, str]) -> list[list[str]]:
+def predicted_tags(logits: np.ndarray, windows: SentenceWindows, id2label: dict[int, str]) -> list[list[str]]:
     """Trainer's padded (windows, T, C) logits -> each sentence's predicted tags, one per word."""
     o_id = {v: k for k, v in id2label.items()}["O"]
     word_probs = windows.word_probabilities(window_rows(logits, windows), o_id, len(id2label))
     return [decode(p, id2label)[0] for p in word_probs]
 
 
-def compute_metrics_fn(windows: Windows, sentences: list[Sentence], id2label: dict[int, str], strict: bool,
-                       scheme: str):
+def compute_metrics_fn(windows: SentenceWindows, sentences: list[Sentence], id2label: dict[int, str],
+                       strict: bool, scheme: str):
     """A Trainer `compute_metrics` that stitches the eval windows back into sentences and scores words."""
 
     def compute_metrics(eval_prediction):
