@@ -21,8 +21,9 @@ LAYERS = {
     "bertkit.modeling_bert": 1,
     "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.display": 2, "bertkit.precision": 2,
     "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
+    "bertkit.config": 2,  # typed settings from YAML and mappings: recipes' configs and the tasks' saved Settings
     "bertkit.tasks": 3,
-    "bertkit.config": 4, "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
+    "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
     "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
     "bertkit.cli": 5, "bertkit.__main__": 5,
 }
@@ -133,7 +134,7 @@ def test_task_modules_load_without_the_trainer_wiring():
 
     code = ("import sys, bertkit.tasks as t\n"
             "[t.task_module(n) for n in ('classify', 'ner', 'qa', 'choice', 'mlm')]\n"
-            "wiring = ('bertkit.training', 'bertkit.config', 'bertkit.cli', 'bertkit.hub', 'bertkit.model_card')\n"
+            "wiring = ('bertkit.training', 'bertkit.checks', 'bertkit.cli', 'bertkit.hub', 'bertkit.model_card')\n"
             "print(sorted(m for m in sys.modules if m in wiring or m.startswith(tuple(w + '.' for w in wiring))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
