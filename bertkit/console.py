@@ -75,7 +75,7 @@ def warn(message: str) -> None:
 
 
 class RunLog:
-    """Lines of one run, held in memory until the run directory may be written (bertkit/rundir.py: nothing goes
+    """Lines of one run, held in memory until the run directory may be written (bertkit/rundir: nothing goes
     into output_dir before training starts), then appended to train.log as they come. Appended, not replaced: a
     run continued with resume=true adds to the log of the run it continues; overwrite=true removes the old log
     first (rundir.RUN_OUTPUTS)."""

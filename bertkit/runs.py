@@ -1,6 +1,6 @@
 """`bertkit runs`: every run under a folder at a glance, and what differs between two runs.
 
-Reads only what each run directory holds (bertkit/rundir.py): the completion record (finished), the lock (running),
+Reads only what each run directory holds (bertkit/rundir): the completion record (finished), the lock (running),
 the last line of train.log (failed), metrics.json (the selection metric, wall time) and bertkit_config.yaml (recipe,
 model, data, and the keys two runs differ in). Nothing is hashed: the record's file check is for readers that load
 a model (predict, push), not for a listing.

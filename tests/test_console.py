@@ -1,6 +1,6 @@
-"""The console of a run (bertkit/console.py): what a person reads while training and after it, through the installed
-`bertkit` entry point with output that is not a terminal; train.log keeps the rest; quiet loading; layouts that fit
-80 and 160 columns."""
+"""The console of a run (bertkit/console.py, bertkit/display.py): what a person reads while training and after it,
+through the installed `bertkit` entry point with output that is not a terminal; train.log keeps the rest; quiet
+loading; layouts that fit 80 and 160 columns."""
 
 import io
 import json

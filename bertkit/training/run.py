@@ -24,7 +24,7 @@ logger = logging.getLogger("bertkit")
 
 
 def start_run(cfg, recipe: str) -> None:
-    """First thing a recipe's main does, before loading anything (bertkit/rundir.py): hold output_dir for this run,
+    """First thing a recipe's main does, before loading anything (bertkit/rundir): hold output_dir for this run,
     refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
     `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
     config = config_to_dict(cfg)
@@ -88,7 +88,7 @@ def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, m
                extra_files: dict | None = None) -> Path:
     """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
     path it is given), the curve, the resolved config and the model card; then, last, the completion record
-    (bertkit/rundir.py) that makes the directory a finished run, and let go of the directory."""
+    (bertkit/rundir) that makes the directory a finished run, and let go of the directory."""
     output_dir = Path(trainer.args.output_dir)
     main = trainer.is_world_process_zero()
     if main:
