@@ -229,9 +229,9 @@ def task_module(model_dir: str) -> ModuleType:
     architecture = model_task(model_dir)
     task = tasks.task_of_architecture(architecture)
     if task is None or task.name not in tasks.FINE_TUNED:
+        names = f"{', '.join(tasks.FINE_TUNED[:-1])} or {tasks.FINE_TUNED[-1]}"
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                           f"predict/evaluate cannot use — give a model fine-tuned by {', '.join(tasks.FINE_TUNED[:-1])}"
-                           f" or {tasks.FINE_TUNED[-1]}")
+                           f"predict/evaluate cannot use — give a model fine-tuned by {names}")
     return tasks.task_module(task.name)
 
 

@@ -23,14 +23,15 @@ import transformers
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
-from bertkit.console import load_pretrained
+from bertkit.console import load_pretrained, run_summary, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.tasks.classify import (SELECTION_METRIC, LongDocConfig, Settings, compute_metrics_fn, encode,
                                     final_evaluation, first_windows, pop_doc_ids, read_examples)
-from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
-                              selection_metric, start_run, training_arguments)
+from bertkit.options import LoraOptions
+from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
+                              training_arguments)
 
 
 @dataclass

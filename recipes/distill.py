@@ -32,9 +32,9 @@ from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
                                     read_examples, score)
-from bertkit.console import load_pretrained
-from bertkit.training import (finish_run, optimizer_with_llrd, run_summary, run_trainer, say, selection_metric,
-                              start_run, training_arguments)
+from bertkit.console import load_pretrained, run_summary, say
+from bertkit.training import (finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
+                              training_arguments)
 
 
 @dataclass

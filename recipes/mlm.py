@@ -34,7 +34,7 @@ import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
-from bertkit.console import say, warn
+from bertkit.console import run_summary, say, warn
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.tasks import settings_dict
@@ -49,8 +49,8 @@ from bertkit.tasks.mlm.streaming import held_by_hash, stream_examples, stream_li
 from bertkit.tasks.mlm.vocabulary import (count_words, extend_vocabulary, find_new_tokens, scratch_config,
                                           scratch_size, train_wordpiece, write_vocab_txt)
 from bertkit.tasks.mlm.words import resolve_whole_word
-from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_summary,
-                              run_trainer, start_run, training_arguments)
+from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_trainer, start_run,
+                              training_arguments)
 
 
 @dataclass

@@ -25,9 +25,10 @@ from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
 from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
                                predicted_tags, read_examples, score_tags)
-from bertkit.console import load_pretrained
-from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
-                              selection_metric, start_run, training_arguments)
+from bertkit.console import load_pretrained, run_summary, say
+from bertkit.options import LoraOptions
+from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
+                              training_arguments)
 
 
 @dataclass

@@ -28,9 +28,10 @@ from bertkit.hub import push_finished_run
 from bertkit.tasks import settings_dict
 from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
                               prediction_record, read_examples, tune_and_score)
-from bertkit.console import load_pretrained, warn
-from bertkit.training import (LoraOptions, add_lora, finish_run, optimizer_with_llrd, run_summary, run_trainer, say,
-                              selection_metric, start_run, training_arguments)
+from bertkit.console import load_pretrained, run_summary, say, warn
+from bertkit.options import LoraOptions
+from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
+                              training_arguments)
 
 
 @dataclass

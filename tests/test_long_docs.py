@@ -347,7 +347,7 @@ def test_validate_catches_settings_that_cannot_fit():
 
 
 def test_inspect_reports_what_each_strategy_keeps(tiny_model_dir, long_docs, tokenizer, monkeypatch):
-    from bertkit.training import console
+    from bertkit.console import console
 
     monkeypatch.setattr(console, "_width", 200)  # whole table rows, whatever the terminal
     result = runner.invoke(app, ["inspect", str(long_docs["train"]), "--model", tiny_model_dir, "--max-length", "64"])

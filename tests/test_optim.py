@@ -8,7 +8,8 @@ from helpers import tiny_config_kwargs
 import bertkit
 from bertkit.errors import BertkitError
 from bertkit.optim import build_optimizer, llrd_param_groups, lr_table
-from bertkit.training import optimizer_with_llrd, resolve_precision
+from bertkit.precision import resolve_precision
+from bertkit.training import optimizer_with_llrd
 
 
 def tiny_classifier(layers=3):
