@@ -14,6 +14,14 @@ it or writes into it.
 - The lock (`.bertkit.lock`: the pid, and fcntl.flock held for the whole run): a second run into the same directory
   is refused while the first lives. The kernel drops a flock when its process dies, so a stale file never blocks.
   Only rank 0 of a torchrun launch takes it (it is the one that writes).
+
+    files.py        the file names, JSON (atomic where it must be), the resolved config
+    record.py       the completion record and the state of a directory
+    lock.py         the lock
+    fingerprint.py  the fingerprint and the resume check
+    lifecycle.py    start (take and check the directory) and begin (clear what overwrite=true replaces)
+    checkpoints.py  config.json and weights read with errors that name them; the newest complete checkpoint
+    disk.py         a full disk said in one line
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from .checkpoints import (WEIGHT_FILES, check_weights, checkpoint_problem, check
                           last_complete_checkpoint, model_task, read_config_json, safetensors_problem)
 from .disk import disk_full_guard, is_disk_full
 from .files import (CONTINUATION_KEYS, CURVE_FILE, FINGERPRINT_FILE, LOCK_FILE, LOG_FILE, METRICS_FILE, RECORD_FILE,
-                    RUN_CONFIG_FILE, RUN_OUTPUTS, file_digest, read_run_config, write_json, write_json_atomic)
+                    RUN_CONFIG_FILE, RUN_OUTPUTS, file_digest, read_run_config, save_run_config, write_json,
+                    write_json_atomic)
 from .fingerprint import check_resume_fingerprint, fingerprint, fingerprint_difference
 from .lifecycle import begin, clear_old_run, start
 from .lock import acquire, lock_holder, release
@@ -34,6 +43,6 @@ __all__ = [
     "remove_record", "acquire", "release", "lock_holder", "fingerprint", "fingerprint_difference",
     "check_resume_fingerprint", "start", "begin", "clear_old_run", "checkpoint_problem", "last_complete_checkpoint",
     "checkpoints_newest_first", "WEIGHT_FILES", "safetensors_problem", "check_weights", "read_config_json",
-    "model_task", "is_disk_full",
-    "disk_full_guard", "file_digest", "write_json_atomic", "write_json", "read_run_config", "is_bertkit_run",
+    "model_task", "is_disk_full", "disk_full_guard", "file_digest", "write_json_atomic", "write_json",
+    "read_run_config", "save_run_config", "is_bertkit_run",
 ]

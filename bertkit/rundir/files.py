@@ -3,6 +3,7 @@ a reader must never see half a file), the resolved config, the content digest th
 
 from __future__ import annotations
 
+import copy
 import datetime
 import hashlib
 import json
@@ -10,6 +11,8 @@ import os
 from pathlib import Path
 
 import yaml
+
+from ..config import save_config
 
 RECORD_FILE = "bertkit_run.json"
 FINGERPRINT_FILE = "bertkit_fingerprint.json"
@@ -73,6 +76,15 @@ def read_run_config(output_dir: str) -> dict:
     return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.exists() else {}
 
 
+def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
+    """The resolved config beside the model, its header the command that reruns it (never with overwrite=true)."""
+    if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
+        cfg = copy.copy(cfg)
+        cfg.overwrite = False
+    return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
+                       command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -87,4 +99,4 @@ def _read_json(path: Path) -> dict | None:
 
 __all__ = ["RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "METRICS_FILE", "CURVE_FILE",
            "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
-           "file_digest", "write_json_atomic", "write_json", "read_run_config"]
+           "file_digest", "write_json_atomic", "write_json", "read_run_config", "save_run_config"]

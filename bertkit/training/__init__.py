@@ -4,7 +4,7 @@ the files a run leaves behind (metrics.json, training curve, resolved config, mo
     arguments.py   training_arguments, trainer_kwargs, selection_metric
     lora.py        add_lora, check_lora_targets (LoraOptions: bertkit/options.py)
     optimizer.py   optimizer_with_llrd and its learning-rate table
-    run.py         start_run, resume_checkpoint, run_trainer, finish_run, save_run_config
+    run.py         start_run, resume_checkpoint, run_trainer, finish_run
     plots.py       the training curve
 """
 
@@ -14,10 +14,10 @@ from .arguments import selection_metric, trainer_kwargs, training_arguments
 from .lora import add_lora, check_lora_targets
 from .optimizer import lr_rows, optimizer_with_llrd, show_learning_rates
 from .plots import plot_training_curve
-from .run import finish_run, resume_checkpoint, run_trainer, save_run_config, start_run
+from .run import finish_run, resume_checkpoint, run_trainer, start_run
 
 __all__ = [
     "add_lora", "check_lora_targets", "training_arguments", "trainer_kwargs", "selection_metric",
     "optimizer_with_llrd", "lr_rows", "show_learning_rates", "start_run", "resume_checkpoint", "run_trainer",
-    "save_run_config", "finish_run", "plot_training_curve",
+    "finish_run", "plot_training_curve",
 ]

@@ -3,7 +3,6 @@ run leaves behind (model, metrics.json, curve, resolved config, model card) and,
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from pathlib import Path
@@ -12,12 +11,12 @@ import transformers
 import yaml
 
 from .. import rundir
-from ..config import config_to_dict, save_config
+from ..config import config_to_dict
 from ..console import is_main_process, run_log, say
 from ..display import use_display
 from ..errors import BertkitError
 from ..model_card import render_model_card
-from ..rundir import CURVE_FILE, METRICS_FILE, RUN_CONFIG_FILE, write_json
+from ..rundir import CURVE_FILE, METRICS_FILE, save_run_config, write_json
 from .plots import plot_training_curve
 
 logger = logging.getLogger("bertkit")
@@ -76,14 +75,6 @@ def run_trainer(trainer: transformers.Trainer, cfg):
         return trainer.train(resume_from_checkpoint=checkpoint)
 
 
-def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
-    if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
-        cfg = copy.copy(cfg)
-        cfg.overwrite = False
-    return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
-                       command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
-
-
 def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
                extra_files: dict | None = None) -> Path:
     """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
@@ -124,4 +115,4 @@ def _write_model_card(output_dir: Path) -> None:
         logger.warning("model card not written: %s", error)
 
 
-__all__ = ["start_run", "resume_checkpoint", "run_trainer", "save_run_config", "finish_run"]
+__all__ = ["start_run", "resume_checkpoint", "run_trainer", "finish_run"]
