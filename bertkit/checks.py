@@ -261,9 +261,9 @@ def check_trainer_settings(cfg, has_eval: bool) -> None:
     checked as the Trainer will check them."""
     from .training import trainer_kwargs
 
-    args = trainer_kwargs(cfg.train, cfg.output_dir, cfg.seed, has_eval, None)
+    args = trainer_kwargs(cfg.train, cfg.run.output_dir, cfg.run.seed, has_eval, None)
     check_evaluation(args, has_eval)
-    check_early_stopping(cfg.early_stopping_patience, args, has_eval)
+    check_early_stopping(cfg.tune.early_stopping_patience, args, has_eval)
     check_best_model(args, cfg.train)
     check_with_training_arguments(args)
 
@@ -272,10 +272,9 @@ def check_trainer_settings(cfg, has_eval: bool) -> None:
 
 
 def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
-    """The checks every recipe shares: seed, learning rates, `train:` numbers and combinations, and the
-    paths (model unless `model=False`, data files, which may be Hub datasets when `hub_data`, resume)."""
-    check_seed(cfg.seed)
-    check_learning_rates(cfg.llrd, cfg.head_lr)
+    """The checks every recipe shares beyond its options' own (bertkit/options.py): `train:` numbers and
+    combinations, early stopping against them, and the paths (model unless `model=False`, data files, which may be
+    Hub datasets when `hub_data`)."""
     check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
     check_trainer_settings(cfg, has_eval)
@@ -283,7 +282,6 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
         check_model(cfg.model)
     check_data_file(cfg.data.train, "data.train", hub_data)
     check_data_file(cfg.data.eval, "data.eval", hub_data)
-    check_resume(cfg.resume)
 
 
 __all__ = [

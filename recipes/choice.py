@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
 
 import datasets
 import transformers
@@ -21,13 +20,14 @@ import transformers
 from bertkit import BertkitConfig, BertkitForMultipleChoice
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
+from bertkit.options import FineTuning, LoraOptions, RunOptions
 from bertkit.tasks import settings_dict
 from bertkit.tasks.choice import (MultipleChoiceCollator, Settings, accuracy, compute_metrics_fn, encode,
                                   read_examples)
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.config import INLINE
 from bertkit.console import load_pretrained, run_summary, say
-from bertkit.options import LoraOptions
 from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
                               training_arguments)
 
@@ -46,26 +46,10 @@ class DataConfig:
 class Config:
     model: str = DEFAULT_MODEL
     """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
-    output_dir: str = "runs/choice"
-    """Where checkpoints, the final model, metrics and plots go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/choice"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
-    head_lr: float | None = None
-    """Learning rate of the new scoring unit (default: train.learning_rate)."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without improvement (needs data.eval)."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
-    seed: int = 42
-    """Seed for initialisation, shuffling and dropout."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    push: str | None = None
-    """Hub repo id to push the final model to (e.g. user/my-choice-model)."""
     train: dict = field(default_factory=lambda: {
         "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8,
         "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -106,21 +90,21 @@ def build_model(cfg: Config, model_path: str):
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "choice")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
     model = build_model(cfg, model_path)
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION)
     selection = selection_metric(args, SELECTION)
     callbacks = []
-    if cfg.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics_fn(), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 
     metrics = {}
@@ -133,6 +117,6 @@ def main(cfg: Config) -> dict:
                "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "choice", results, selection)
     run_summary("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]}, output_dir, "choice")
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

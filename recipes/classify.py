@@ -23,13 +23,14 @@ import transformers
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
+from bertkit.config import INLINE
 from bertkit.console import load_pretrained, run_summary, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.options import FineTuning, LoraOptions, RunOptions
 from bertkit.tasks.classify import (SELECTION_METRIC, LongDocConfig, Settings, compute_metrics_fn, encode,
                                     final_evaluation, first_windows, pop_doc_ids, read_examples)
-from bertkit.options import LoraOptions
 from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
                               training_arguments)
 
@@ -58,30 +59,14 @@ class DataConfig:
 class Config:
     model: str = DEFAULT_MODEL
     """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
-    output_dir: str = "runs/classify"
-    """Where checkpoints, the final model, metrics and plots go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/classify"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     long_doc: LongDocConfig = field(default_factory=LongDocConfig)
     """Texts longer than data.max_length: head / tail / head_tail truncation or chunk windows (saved for predict)."""
     pooling: Literal["cls", "mean"] = "cls"
     """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
-    head_lr: float | None = None
-    """Learning rate of the new classifier head (default: train.learning_rate)."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without improvement (needs data.eval)."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
-    seed: int = 42
-    """Seed for initialisation, shuffling and dropout."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    push: str | None = None
-    """Hub repo id to push the final model to (e.g. user/my-model)."""
     train: dict = field(default_factory=lambda: {
         "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -157,24 +142,24 @@ def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: flo
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "classify")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
     model = build_model(cfg, model_path, labels)
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None,
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
                               SELECTION_METRIC[labels.kind])
     selection = selection_metric(args, SELECTION_METRIC[labels.kind])
     callbacks = []
-    if cfg.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
@@ -189,6 +174,6 @@ def main(cfg: Config) -> dict:
     run_summary(f"classify: {labels.kind} labels, dev metrics", {
         **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
         "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)}, output_dir, "classify")
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

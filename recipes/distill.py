@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
 
 import datasets
 import numpy as np
@@ -30,8 +29,10 @@ from bertkit.distill import (DistillationTrainer, DistillOptions, check_student,
                              student_from_teacher)
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.options import FineTuning, RunOptions
 from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
                                     read_examples, score)
+from bertkit.config import INLINE
 from bertkit.console import load_pretrained, run_summary, say
 from bertkit.training import (finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
                               training_arguments)
@@ -69,8 +70,7 @@ class StudentConfig:
 class Config:
     teacher: str | None = None
     """The fine-tuned classifier to learn from: a run directory or a stock BERT classifier directory."""
-    output_dir: str = "runs/distill"
-    """Where the student's checkpoints, final model and metrics go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/distill"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     student: StudentConfig = field(default_factory=StudentConfig)
     temperature: float = 2.0
@@ -79,22 +79,7 @@ class Config:
     """Weight of the soft-target term (1 - alpha: the hard labels)."""
     hidden_weight: float = 0.0
     """Weight of the hidden-state MSE between mapped layers (TinyBERT style; 0 = off)."""
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor for the student (1.0 = off)."""
-    head_lr: float | None = None
-    """Learning rate of the student's classifier head (default: train.learning_rate)."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without improvement (needs data.eval)."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir."""
-    seed: int = 42
-    """Seed for initialisation, shuffling and dropout."""
-    push: str | None = None
-    """Hub repo id to push the student to."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     train: dict = field(default_factory=lambda: {
         "learning_rate": 1e-4, "num_train_epochs": 3, "per_device_train_batch_size": 32,
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -189,7 +174,7 @@ def summarize(results: dict, student, teacher, output_dir) -> None:
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "distill")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     teacher_path, teacher, labels = load_teacher(cfg)
     tokenizer = load_tokenizer(teacher_path)
@@ -198,16 +183,16 @@ def main(cfg: Config) -> dict:
     say(f"student: {student.config.num_hidden_layers} of the teacher's {teacher.config.num_hidden_layers} layers"
         f"{f' {picked}' if picked is not None else f' ({cfg.student.model})'}; T={cfg.temperature}, "
         f"alpha={cfg.alpha}, hidden_weight={cfg.hidden_weight}")
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None,
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
                               SELECTION_METRIC["single"])
     selection = selection_metric(args, SELECTION_METRIC["single"])
     callbacks = []
-    if cfg.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     trainer = DistillationTrainer(
         model=student, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(labels),
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(student, args, cfg.llrd, cfg.head_lr), None),
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(student, args, cfg.tune.llrd, cfg.tune.head_lr), None),
         teacher=teacher, options=DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
         layer_pairs=layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
     train_result = run_trainer(trainer, cfg)
@@ -223,6 +208,6 @@ def main(cfg: Config) -> dict:
                "wall_time_s": round(time.perf_counter() - started, 1)}
     output_dir = finish_run(trainer, cfg, "distill", results, selection)
     summarize(results, student, teacher, output_dir)
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

@@ -34,9 +34,11 @@ import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
+from bertkit.config import INLINE
 from bertkit.console import run_summary, say, warn
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.options import FineTuning, RunOptions
 from bertkit.tasks import settings_dict
 from bertkit.tasks.mlm import Settings
 from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows, NspPairs
@@ -111,8 +113,7 @@ class VocabConfig:
 class Config:
     model: str = DEFAULT_MODEL
     """Checkpoint to continue (directory, Hub id, all-MiniLM-L6-v2), or scratch:tiny|mini|small|base."""
-    output_dir: str = "runs/mlm"
-    """Where checkpoints, the final model + tokenizer, metrics and plots go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/mlm"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     masking: MaskingConfig = field(default_factory=MaskingConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -120,27 +121,12 @@ class Config:
     """Also train next-sentence prediction (sentence pairs from consecutive sentences of a document)."""
     eval_seed: int = 1234
     """Seed of the held-out masks: the same seed masks the same positions before and after training."""
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor (1.0 = off)."""
-    head_lr: float | None = None
-    """Learning rate of the MLM/NSP head (default: train.learning_rate); a new head likes a higher one."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     head_warmup_steps: int = 100
     """A checkpoint without an MLM head: train the new head alone this many steps (encoder frozen) before the
     "before" perplexity, so that figure is the pretrained encoder's, not a random head's (0 = off)."""
     head_warmup_lr: float = 1.0e-3
     """Learning rate (AdamW, constant) of the head-only warm-up."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without a lower held-out loss."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
-    seed: int = 42
-    """Seed for initialisation, shuffling, masking (with the epoch and each example's row) and dropout."""
-    push: str | None = None
-    """Hub repo id to push the final model to (e.g. user/my-model)."""
     train: dict = field(default_factory=lambda: {
         "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
         "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -195,7 +181,7 @@ def load_corpus(cfg: Config) -> Corpus:
     """The corpus in the datasets cache (memory-mapped), its held-out rows split off (or data.eval's)."""
     if not cfg.data.train:
         raise BertkitError("no corpus — set data.train=<file> (.txt with one paragraph per line, or a table)")
-    return open_corpus(cfg.data.train, cfg.data.eval, cfg.data.eval_fraction, cfg.seed, cfg.data.text_column,
+    return open_corpus(cfg.data.train, cfg.data.eval, cfg.data.eval_fraction, cfg.run.seed, cfg.data.text_column,
                        cfg.data.cache_dir, num_proc(cfg))
 
 
@@ -208,7 +194,7 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
         if cfg.vocab.extend:
             raise BertkitError("vocab.extend adds words to a pretrained vocabulary; a scratch model's vocabulary is "
                                "trained on the corpus — set vocab.size instead")
-        resumed = resume_checkpoint(cfg.resume, cfg.output_dir)  # tokenizer training is not deterministic: reuse it
+        resumed = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)  # tokenizer training is not deterministic: reuse it
         tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts(), cfg.vocab.size,
                                                                             cfg.vocab.lowercase)
         config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
@@ -261,7 +247,7 @@ def prepare_data(cfg: Config) -> tuple:
          f"{Path(corpus.tokens.cache_files[0]['filename']).parent if corpus.tokens.cache_files else 'memory'}")
     notes["tokens_cached"] = hit
     train = build_examples(cfg, corpus.tokens, corpus.split.train, corpus.split.document, tokenizer, whole_word,
-                           cfg.seed)
+                           cfg.run.seed)
     held = build_examples(cfg, corpus.eval_tokens, corpus.eval_rows, corpus.eval_split.document, tokenizer,
                           whole_word, cfg.eval_seed, cfg.data.max_eval_examples)
     return model, tokenizer, notes, whole_word, train, train, list(held)
@@ -274,11 +260,11 @@ def prepare_stream(cfg: Config) -> tuple:
 
     def texts():
         rows = enumerate(row["text"].strip() for row in stream_lines(cfg.data.train))
-        return (text for i, text in rows if text and not held_by_hash(cfg.seed, i, fraction))
+        return (text for i, text in rows if text and not held_by_hash(cfg.run.seed, i, fraction))
 
     whole_word = resolve_whole_word(cfg.masking.whole_word, first_texts_of(texts()))
     model, tokenizer, notes = build_model(cfg, texts)
-    settings = (cfg.data.train, tokenizer, whole_word, cfg.data.mode, cfg.data.max_length, cfg.seed, fraction)
+    settings = (cfg.data.train, tokenizer, whole_word, cfg.data.mode, cfg.data.max_length, cfg.run.seed, fraction)
     train = streaming_dataset(*settings, cfg.data.shuffle_buffer)
     warmup = take(stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
     limit = cfg.data.max_eval_examples
@@ -320,8 +306,8 @@ def warm_up(cfg: Config, model, tokenizer, notes: dict, examples, masking: dict)
         return "pretrained head"
     if cfg.head_warmup_steps == 0 or not len(examples):
         return "new random head (head_warmup_steps=0)"
-    steps = warm_up_head(model, examples, MaskingCollator(tokenizer, **masking, seed=cfg.seed),
-                         cfg.head_warmup_steps, global_batch_size(cfg), cfg.head_warmup_lr, cfg.seed)
+    steps = warm_up_head(model, examples, MaskingCollator(tokenizer, **masking, seed=cfg.run.seed),
+                         cfg.head_warmup_steps, global_batch_size(cfg), cfg.head_warmup_lr, cfg.run.seed)
     return f"after {steps} head-only steps (encoder frozen, lr {cfg.head_warmup_lr:g})"
 
 
@@ -352,15 +338,15 @@ def perplexity_before(cfg: Config, model, tokenizer, notes: dict, warmup_example
 def build_trainer(cfg: Config, model, tokenizer, args, train_examples, held_out, masking: dict):
     """The Trainer over the training examples, evaluating on the fixed held-out masks."""
     # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
-    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.seed)
+    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
     callbacks = [MaskingEpochCallback(train_masking)]
-    if cfg.early_stopping_patience:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     return transformers.Trainer(
         model=model, args=args, train_dataset=train_examples,
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
         data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
 
 
 def collect_results(before: dict, after: dict, held_out, train_result, whole_word: str, notes: dict,
@@ -391,7 +377,7 @@ def summarize(cfg: Config, results: dict, output_dir) -> None:
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "mlm")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     prepare = prepare_stream if cfg.data.streaming else prepare_data
     model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
@@ -404,7 +390,7 @@ def main(cfg: Config) -> dict:
     held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
     train_args = {"prediction_loss_only": True, **cfg.train,
                   "remove_unused_columns": False}  # keep word_ids and example_id (the collator drops both)
-    args = training_arguments(train_args, cfg.output_dir, cfg.precision, cfg.seed, True, "loss",
+    args = training_arguments(train_args, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, True, "loss",
                               greater_is_better=False)
     model.config.sparse_prediction = True  # train and evaluate on the masked positions only: (M, V) logits
     model.to(args.device)
@@ -419,6 +405,6 @@ def main(cfg: Config) -> dict:
     trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
     summarize(cfg, results, output_dir)
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

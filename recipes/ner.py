@@ -23,10 +23,11 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.options import FineTuning, LoraOptions, RunOptions
 from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
                                predicted_tags, read_examples, score_tags)
+from bertkit.config import INLINE
 from bertkit.console import load_pretrained, run_summary, say
-from bertkit.options import LoraOptions
 from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
                               training_arguments)
 
@@ -59,28 +60,12 @@ class DataConfig:
 class Config:
     model: str = DEFAULT_MODEL
     """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
-    output_dir: str = "runs/ner"
-    """Where checkpoints, the final model, metrics and plots go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/ner"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     strict: bool = False
     """Score entities in seqeval's strict mode under the data's scheme (default: conlleval's lenient reading)."""
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
-    head_lr: float | None = None
-    """Learning rate of the new token classifier (default: train.learning_rate)."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without improvement (needs data.eval)."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
-    seed: int = 42
-    """Seed for initialisation, shuffling and dropout."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    push: str | None = None
-    """Hub repo id to push the final model to (e.g. user/my-ner-model)."""
     train: dict = field(default_factory=lambda: {
         "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -157,7 +142,7 @@ def final_evaluation(trainer, dev_set, dev_windows, dev, id2label: dict[int, str
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "ner")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
@@ -166,17 +151,17 @@ def main(cfg: Config) -> dict:
     windows = encode_splits(cfg, tokenizer, train, dev, {name: i for i, name in id2label.items()})
     dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
     model = build_model(cfg, model_path, labels, train.scheme)
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION)
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION)
     selection = selection_metric(args, SELECTION)
     callbacks = []
-    if cfg.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=datasets.Dataset.from_list(windows["train"].features),
         eval_dataset=dev_set, processing_class=tokenizer,
         data_collator=transformers.DataCollatorForTokenClassification(tokenizer), compute_metrics=metrics_fn,
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 
     metrics, files = (final_evaluation(trainer, dev_set, windows["dev"], dev, id2label, cfg, train.scheme)
@@ -190,6 +175,6 @@ def main(cfg: Config) -> dict:
     run_summary(f"ner: {train.scheme} tags, dev entity scores", {
         **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
         "wall time (s)": results["wall_time_s"]}, output_dir, "ner")
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

@@ -25,11 +25,12 @@ from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.hub import push_finished_run
+from bertkit.options import FineTuning, LoraOptions, RunOptions
 from bertkit.tasks import settings_dict
 from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
                               prediction_record, read_examples, tune_and_score)
+from bertkit.config import INLINE
 from bertkit.console import load_pretrained, run_summary, say, warn
-from bertkit.options import LoraOptions
 from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
                               training_arguments)
 
@@ -55,8 +56,7 @@ class DataConfig:
 class Config:
     model: str = DEFAULT_MODEL
     """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
-    output_dir: str = "runs/qa"
-    """Where checkpoints, the final model, metrics and plots go."""
+    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/qa"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     language: Literal["auto", "en", "zh"] = "auto"
     """Answer scoring: en = SQuAD word EM/F1, zh = character EM/F1; auto = zh when the contexts are mostly CJK."""
@@ -66,23 +66,8 @@ class Config:
     """Start and end positions considered per window."""
     max_answer_length: int = 30
     """Longest answer in tokens."""
-    llrd: float = 1.0
-    """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
-    head_lr: float | None = None
-    """Learning rate of the new span head (default: train.learning_rate)."""
-    precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations without improvement (needs data.eval)."""
-    resume: bool | str = False
-    """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
-    overwrite: bool = False
-    """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
-    seed: int = 42
-    """Seed for initialisation, shuffling and dropout."""
+    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    push: str | None = None
-    """Hub repo id to push the final model to (e.g. user/my-model)."""
     train: dict = field(default_factory=lambda: {
         "learning_rate": 5e-5, "num_train_epochs": 2, "per_device_train_batch_size": 16,
         "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
@@ -166,7 +151,7 @@ def build_model(cfg: Config, model_path: str, language: str):
 
 def main(cfg: Config) -> dict:
     started = time.perf_counter()
-    transformers.set_seed(cfg.seed)
+    transformers.set_seed(cfg.run.seed)
     start_run(cfg, "qa")  # output_dir: held for this run; an old run there is refused unless overwrite=true
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
@@ -175,17 +160,17 @@ def main(cfg: Config) -> dict:
     model = build_model(cfg, model_path, language)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
-    args = training_arguments(cfg.train, cfg.output_dir, cfg.precision, cfg.seed, dev is not None, SELECTION_METRIC)
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION_METRIC)
     selection = selection_metric(args, SELECTION_METRIC)
     callbacks = []
-    if cfg.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     compute_metrics = compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
                                          cfg.max_answer_length) if dev is not None else None
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.llrd, cfg.head_lr), None))
+        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = {}, None, {}
@@ -212,6 +197,6 @@ def main(cfg: Config) -> dict:
     output_dir = finish_run(trainer, cfg, "qa", results, selection, files)
     run_summary(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
         **metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, output_dir, "qa")
-    if cfg.push:
-        push_finished_run(output_dir, cfg.push)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
     return results

@@ -214,7 +214,7 @@ def test_chinese_run_with_lora_trains_the_head_and_saves_a_merged_model(zh_model
     assert tokenizer.tokenize("男：我想存钱。") == ["男", "：", "我", "想", "存", "钱", "。"]
     initial = []  # the head as main() initialises it (same seed): twice the same, so a change means training
     for _ in range(2):
-        transformers.set_seed(cfg.seed)
+        transformers.set_seed(cfg.run.seed)
         initial.append(BertkitForMultipleChoice.from_pretrained(zh_model_dir).classifier.weight.detach().clone())
     assert torch.equal(initial[0], initial[1])
     results = module.main(cfg)

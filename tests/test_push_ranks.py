@@ -24,5 +24,5 @@ def test_only_rank_zero_pushes(monkeypatch, pushes, rank, expected):
 @pytest.mark.parametrize("recipe", recipe_names())
 def test_every_recipe_pushes_through_the_rank_safe_helper(recipe):
     source = (RECIPES_DIR / f"{recipe}.py").read_text()
-    assert "push_finished_run(output_dir, cfg.push)" in source
+    assert "push_finished_run(output_dir, cfg.run.push)" in source
     assert "push_model(" not in source

@@ -17,7 +17,7 @@ def test_shipped_config_paths_name_the_shipped_sample_data_from_any_folder(tmp_p
     _, cfg = load_recipe_config("classify", "classify/en_sentiment", [])
     assert Path(cfg.data.train) == SAMPLE_DATA_DIR / "en_sentiment" / "train.csv"
     assert Path(cfg.data.train).is_file()
-    assert cfg.output_dir == "runs/en_sentiment"  # outputs stay relative to the working directory
+    assert cfg.run.output_dir == "runs/en_sentiment"  # outputs stay relative to the working directory
     assert cfg.model == "all-MiniLM-L6-v2"
 
 

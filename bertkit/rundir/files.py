@@ -78,9 +78,10 @@ def read_run_config(output_dir: str) -> dict:
 
 def save_run_config(cfg, output_dir: str, recipe: str) -> Path:
     """The resolved config beside the model, its header the command that reruns it (never with overwrite=true)."""
-    if getattr(cfg, "overwrite", False):  # rerunning the saved config must not replace this run without a word
-        cfg = copy.copy(cfg)
-        cfg.overwrite = False
+    if cfg.run.overwrite:  # rerunning the saved config must not replace this run without a word
+        cfg = copy.copy(cfg)  # copies (no dataclasses.replace: it would run every __post_init__ check again)
+        cfg.run = copy.copy(cfg.run)
+        cfg.run.overwrite = False
     return save_config(cfg, Path(output_dir) / RUN_CONFIG_FILE,
                        command=f"bertkit run {recipe} -c {Path(output_dir) / RUN_CONFIG_FILE}")
 

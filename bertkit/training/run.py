@@ -27,12 +27,12 @@ def start_run(cfg, recipe: str) -> None:
     refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
     `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
     config = config_to_dict(cfg)
-    run_log.start(f"bertkit run {recipe}, output_dir {cfg.output_dir}")  # written to train.log once training starts
+    run_log.start(f"bertkit run {recipe}, output_dir {cfg.run.output_dir}")  # into train.log once training starts
     run_log.write("resolved config:\n" + yaml.safe_dump(config, sort_keys=False, allow_unicode=True).rstrip())
     if not is_main_process():
         return
-    rundir.start(cfg.output_dir, recipe, config, overwrite=getattr(cfg, "overwrite", False),
-                 resume=cfg.resume, say=say)
+    rundir.start(cfg.run.output_dir, recipe, config, overwrite=cfg.run.overwrite,
+                 resume=cfg.run.resume, say=say)
 
 
 def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
@@ -62,16 +62,17 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
 
 
 def run_trainer(trainer: transformers.Trainer, cfg):
-    """trainer.train(), resuming as cfg.resume says; a full disk while saving a checkpoint is one line saying
+    """trainer.train(), resuming as cfg.run.resume says; a full disk while saving a checkpoint is one line saying
     where and which checkpoint was kept."""
-    checkpoint = resume_checkpoint(cfg.resume, cfg.output_dir)
+    checkpoint = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
     if checkpoint:
         say(f"resuming from {checkpoint}")
     if is_main_process():
-        rundir.begin(cfg.output_dir, say)  # the old run overwrite=true replaces goes now, not before a typo is found
-        run_log.open(cfg.output_dir)  # the lines held since start_run, then everything as it comes
+        # the old run that overwrite=true replaces goes now, not before a typo is found
+        rundir.begin(cfg.run.output_dir, say)
+        run_log.open(cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
     use_display(trainer)
-    with rundir.disk_full_guard(cfg.output_dir, "a checkpoint"):
+    with rundir.disk_full_guard(cfg.run.output_dir, "a checkpoint"):
         return trainer.train(resume_from_checkpoint=checkpoint)
 
 
