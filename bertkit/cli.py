@@ -228,10 +228,11 @@ def task_module(model_dir: str) -> ModuleType:
         raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
     architecture = model_task(model_dir)
     task = tasks.task_of_architecture(architecture)
-    if task is None or task.name not in tasks.FINE_TUNED:
-        names = f"{', '.join(tasks.FINE_TUNED[:-1])} or {tasks.FINE_TUNED[-1]}"
+    if task is None:
+        names = list(dict.fromkeys(known.name for known in tasks.TASKS))
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                           f"predict/evaluate cannot use — give a model fine-tuned by {names}")
+                           f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
+                           f"{names[-1]}")
     return tasks.task_module(task.name)
 
 
@@ -250,7 +251,8 @@ def predict(
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
-    spans (ner), answers (qa) or the chosen option (choice) — the model directory says which."""
+    spans (ner), answers (qa), the chosen option (choice) or, for each [MASK] of a text line, the likeliest tokens
+    (mlm) — the model directory says which."""
     from .console import console_session
     from .inference import inference_precision
 
@@ -268,7 +270,7 @@ def evaluate(
     batch_size: int = typer.Option(64, help="Rows per batch."),
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
 ):
-    """Compute metrics of a fine-tuned model on a labelled file."""
+    """Compute metrics of a fine-tuned model on a labelled file (mlm: held-out perplexity of a text file)."""
     from .console import console_session, result_line
     from .inference import inference_precision
 

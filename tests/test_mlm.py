@@ -633,6 +633,8 @@ def test_run_saves_its_settings_and_evaluate_and_predict_serve_it(tiny_model_dir
     assert scores["masked_tokens"] == result["after"]["masked_tokens"]
     assert scores["perplexity"] == pytest.approx(result["after"]["perplexity"], rel=1e-5)
     assert json.loads((tmp_path / "eval.json").read_text())["perplexity"] == scores["perplexity"]
+    cli = CliRunner().invoke(app, ["evaluate", str(out), str(held), "--batch-size", "3"])
+    assert cli.exit_code == 0 and "perplexity" in cli.output, cli.output
 
     del config[SETTINGS_KEY]  # a run saved before the settings were: bertkit_config.yaml and metrics.json say them
     (out / "config.json").write_text(json.dumps(config))
@@ -641,6 +643,10 @@ def test_run_saves_its_settings_and_evaluate_and_predict_serve_it(tiny_model_dir
     lines = tmp_path / "masked.txt"
     lines.write_text("Warfarin needs [MASK] monitoring.\nNo mask here.\nThe [MASK] of [MASK] is long.\n")
     assert predict_file(str(out), str(lines), str(tmp_path / "filled.jsonl"), batch_size=1) == 2
+    cli = CliRunner().invoke(app, ["predict", str(out), str(lines), "-o", str(tmp_path / "cli.jsonl"),
+                                   "--batch-size", "1"])
+    assert cli.exit_code == 0 and "wrote 2 predictions" in cli.output, cli.output  # the CLI serves mlm runs too
+    assert (tmp_path / "cli.jsonl").read_text() == (tmp_path / "filled.jsonl").read_text()
     records = [json.loads(line) for line in (tmp_path / "filled.jsonl").read_text().splitlines()]
     assert [r["text"] for r in records] == ["Warfarin needs [MASK] monitoring.", "The [MASK] of [MASK] is long."]
     assert [len(r["masks"]) for r in records] == [1, 2]

@@ -42,7 +42,6 @@ TASKS = (
     Task("mlm", "ForMaskedLM", "fill-mask", "AutoModelForMaskedLM"),
     Task("mlm", "ForPreTraining", "fill-mask", "AutoModelForPreTraining"),
 )
-FINE_TUNED = ("classify", "ner", "qa", "choice")  # tasks that predict and evaluate on the user's labelled files
 
 
 def task_of_architecture(architecture: str | None) -> Task | None:
@@ -77,5 +76,5 @@ def read_settings(settings_cls: type, model_config: Any, source: str, legacy: di
     return build_config(settings_cls, data, source, prefix=SETTINGS_KEY if saved is not None else "")
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "FINE_TUNED", "task_of_architecture", "task_of_peft",
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
            "task_module", "settings_dict", "read_settings"]

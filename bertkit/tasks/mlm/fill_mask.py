@@ -23,6 +23,8 @@ from bertkit.tasks.mlm.settings import Settings, legacy_settings
 from bertkit.tasks.mlm.words import resolve_whole_word
 
 
+TOP_K = 5  # tokens predicted per [MASK]
+
 @dataclass
 class FillMaskPredictor:
     """A masked LM ready to serve: its tokenizer, the model in eval mode, and the settings its run saved."""
@@ -31,7 +33,7 @@ class FillMaskPredictor:
     settings: Settings
 
     @torch.no_grad()
-    def top_tokens(self, texts: list[str], top_k: int = 5) -> list[list[list[dict]]]:
+    def top_tokens(self, texts: list[str], top_k: int = TOP_K) -> list[list[list[dict]]]:
         """Per text, per [MASK] in it (left to right), the top_k tokens and their probabilities."""
         enc = self.tokenizer(texts, truncation=True, max_length=self.settings.max_length, padding=True,
                              return_tensors="pt")
@@ -67,9 +69,9 @@ def read_masked_lines(path: str, mask_token: str) -> list[str]:
     return [line.strip() for line in lines if mask_token in line]
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64, top_k: int = 5) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
     """Fill-mask over a text file: for each line holding [MASK], one JSON line with the text and, per [MASK], the
-    top_k tokens with their probabilities. Returns the lines written."""
+    TOP_K tokens with their probabilities. Returns the lines written."""
     predictor = load_predictor(model_dir)
     texts = read_masked_lines(input_path, predictor.tokenizer.mask_token)
     if not texts:
@@ -78,7 +80,7 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     with open(output_path, "w", encoding="utf-8") as handle:
         for start in range(0, len(texts), batch_size):
             batch = texts[start:start + batch_size]
-            for text, masks in zip(batch, predictor.top_tokens(batch, top_k)):
+            for text, masks in zip(batch, predictor.top_tokens(batch, TOP_K)):
                 handle.write(json.dumps({"text": text, "masks": masks}, ensure_ascii=False) + "\n")
     return len(texts)
 
@@ -102,4 +104,4 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return result
 
 
-__all__ = ["FillMaskPredictor", "evaluate_file", "load_predictor", "predict_file", "read_masked_lines"]
+__all__ = ["TOP_K", "FillMaskPredictor", "evaluate_file", "load_predictor", "predict_file", "read_masked_lines"]
