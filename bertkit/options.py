@@ -1,5 +1,7 @@
 """The options every recipe shares, declared once: the run (`RunOptions`), the fine-tuning knobs (`FineTuning`)
-and LoRA (`LoraOptions`). Each checks its own values where it is built (bertkit/checks.py rules).
+and LoRA (`LoraOptions`); the columns of a classification file (`ColumnOptions`, classify and distill); the `model:`
+key (`pretrained_model`) and the `train:` defaults (`training_defaults`) of a fine-tuning recipe. Each option class
+checks its own values where it is built (bertkit/checks.py rules).
 
 A recipe embeds the first two inline, so users keep writing the keys at the top level (`output_dir=...`,
 `llrd=0.9`, `lora.r=8`) and `bertkit validate --keys` lists them there, while code reads `cfg.run.output_dir`
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .checkpoints import DEFAULT_MODEL
 from .checks import check_learning_rates, check_lora, check_patience, check_resume, check_seed
 
 
@@ -90,4 +93,27 @@ class LoraOptions:
         check_lora(self)
 
 
-__all__ = ["RunOptions", "FineTuning", "LoraOptions"]
+@dataclass
+class ColumnOptions:
+    text_column: str | None = None
+    """Column holding the text (auto-detected: text, sentence, premise, 文本, ...)."""
+    text_pair_column: str | None = None
+    """Column holding the second segment of a sentence pair (auto-detected: text_pair, sentence2, hypothesis, ...)."""
+    label_column: str | None = None
+    """Column holding the label (auto-detected: label, labels, score, 标签, ...)."""
+
+
+def pretrained_model():
+    """The `model:` field of a recipe that fine-tunes a pretrained BERT (its help line is the field's metadata)."""
+    return field(default=DEFAULT_MODEL, metadata={
+        "help": "Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."})
+
+
+def training_defaults(learning_rate: float = 5e-5, epochs: int = 3, batch_size: int = 16,
+                      eval_batch_size: int = 64) -> dict:
+    """A recipe's `train:` defaults (TrainingArguments keys): the same keys everywhere, the recipe's numbers."""
+    return {"learning_rate": learning_rate, "num_train_epochs": epochs, "per_device_train_batch_size": batch_size,
+            "per_device_eval_batch_size": eval_batch_size, "warmup_steps": 0.1, "weight_decay": 0.01}
+
+
+__all__ = ["RunOptions", "FineTuning", "LoraOptions", "ColumnOptions", "pretrained_model", "training_defaults"]

@@ -11,25 +11,22 @@ best checkpoint.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import datasets
-import transformers
 
 from bertkit import BertkitConfig, BertkitForMultipleChoice
-from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checkpoints import load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
-from bertkit.options import FineTuning, LoraOptions, RunOptions
+from bertkit.config import INLINE
+from bertkit.console import load_pretrained, say
+from bertkit.errors import BertkitError
+from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks import settings_dict
 from bertkit.tasks.choice import (MultipleChoiceCollator, Settings, accuracy, compute_metrics_fn, encode,
                                   read_examples)
-from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.config import INLINE
-from bertkit.console import load_pretrained, run_summary, say
-from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
-                              training_arguments)
+from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
+                              results, run_trainer)
 
 
 @dataclass
@@ -44,16 +41,12 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = DEFAULT_MODEL
-    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    model: str = pretrained_model()
     run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/choice"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8,
-        "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=lambda: training_defaults(batch_size=8, eval_batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
@@ -78,45 +71,35 @@ def load_data(cfg: Config, tokenizer):
 
 
 def build_model(cfg: Config, model_path: str):
+    """The multiple-choice model to fine-tune, max_length saved in its config; LoRA adapters when lora.enabled."""
     config = BertkitConfig.from_pretrained(model_path)
-    if cfg.data.max_length > config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
-                           f"{config.max_position_embeddings} positions — set data.max_length<="
-                           f"{config.max_position_embeddings}")
+    check_positions(cfg.data.max_length, config)
     config.bertkit_task_settings = settings_dict(Settings(max_length=cfg.data.max_length))  # for `bertkit predict`
     model = load_pretrained(BertkitForMultipleChoice, model_path, config=config)
     return add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"]) if cfg.lora.enabled else model
 
 
+def evaluate_dev(trainer, dev) -> dict:
+    """Accuracy and loss of the final model on the dev split ({} without one)."""
+    if dev is None:
+        return {}
+    output = trainer.predict(dev, metric_key_prefix="eval")
+    return {**accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
+
+
 def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "choice")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    started = begin(cfg, "choice")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
-    model = build_model(cfg, model_path)
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION)
-    selection = selection_metric(args, SELECTION)
-    callbacks = []
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=MultipleChoiceCollator(tokenizer), compute_metrics=compute_metrics_fn(), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
+    trainer, selection = fine_tuning_trainer(
+        cfg, build_model(cfg, model_path), tokenizer, train, dev, SELECTION, compute_metrics=compute_metrics_fn(),
+        data_collator=MultipleChoiceCollator(tokenizer))
     train_result = run_trainer(trainer, cfg)
 
-    metrics = {}
-    if dev is not None:
-        output = trainer.predict(dev, metric_key_prefix="eval")
-        metrics = {**accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
-    if cfg.lora.enabled and cfg.lora.merge:
-        trainer.model = trainer.model.merge_and_unload()
-    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "choice", results, selection)
-    run_summary("choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]}, output_dir, "choice")
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
-    return results
+    metrics = evaluate_dev(trainer, dev)
+    merge_lora(trainer, cfg.lora)
+    run = results(metrics, train_result, started, selection_metric=selection)
+    output_dir = finish_run(trainer, cfg, "choice", run, selection)
+    report(cfg, "choice", "choice: dev metrics", {**metrics, "wall time (s)": run["wall_time_s"]}, output_dir)
+    return run

@@ -14,25 +14,21 @@ never windows. What predict / evaluate need (max_length, columns, long_doc) is s
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-import transformers
-
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
-from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checkpoints import load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, run_summary, say
+from bertkit.console import load_pretrained, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.options import FineTuning, LoraOptions, RunOptions
+from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks.classify import (SELECTION_METRIC, LongDocConfig, Settings, compute_metrics_fn, encode,
                                     final_evaluation, first_windows, pop_doc_ids, read_examples)
-from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
-                              training_arguments)
+from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
+                              results, run_trainer)
 
 
 @dataclass
@@ -41,12 +37,7 @@ class DataConfig:
     """Training file (csv, tsv, json, jsonl, parquet, txt) or a Hub dataset name."""
     eval: str | None = None
     """Dev file: evaluated each epoch, picks the best checkpoint, tunes the multi-label threshold."""
-    text_column: str | None = None
-    """Column holding the text (auto-detected: text, sentence, premise, 文本, ...)."""
-    text_pair_column: str | None = None
-    """Column holding the second segment of a sentence pair (auto-detected: text_pair, sentence2, hypothesis, ...)."""
-    label_column: str | None = None
-    """Column holding the label (auto-detected: label, labels, score, 标签, ...)."""
+    columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
     label_kind: Literal["auto", "single", "multi", "regression"] = "auto"
     """single-label, multi-label (list or delimited labels) or regression; auto decides from the training labels."""
     label_delimiter: str = ";"
@@ -57,8 +48,7 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = DEFAULT_MODEL
-    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    model: str = pretrained_model()
     run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/classify"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     long_doc: LongDocConfig = field(default_factory=LongDocConfig)
@@ -67,10 +57,7 @@ class Config:
     """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
-        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=training_defaults)
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
@@ -92,8 +79,7 @@ PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary
 
 def inference_settings(cfg: Config) -> Settings:
     """What predict / evaluate need of this run, saved in the model's config.json."""
-    return Settings(cfg.data.max_length, cfg.data.text_column, cfg.data.text_pair_column, cfg.data.label_column,
-                    cfg.long_doc)
+    return Settings(cfg.data.max_length, **asdict(cfg.data.columns), long_doc=cfg.long_doc)
 
 
 def load_data(cfg: Config, tokenizer):
@@ -118,62 +104,58 @@ def load_data(cfg: Config, tokenizer):
 
 
 def build_model(cfg: Config, model_path: str, labels: LabelSpace):
+    """The classifier to fine-tune: the label map and pooling in its config, LoRA adapters when lora.enabled."""
     config = BertkitConfig.from_pretrained(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
-    if cfg.data.max_length > config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
-                           f"{config.max_position_embeddings} positions — set data.max_length<="
-                           f"{config.max_position_embeddings}")
+    check_positions(cfg.data.max_length, config)
     model = load_pretrained(BertkitForSequenceClassification, model_path, config=config, ignore_mismatched_sizes=True)
-    if cfg.lora.enabled:
-        model = add_lora(model, cfg.lora, task_type="SEQ_CLS")
-    return model
+    return add_lora(model, cfg.lora, task_type="SEQ_CLS") if cfg.lora.enabled else model
+
+
+def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace):
+    """Dev metrics per document, the tuned multi-label threshold and the prediction files (none without dev)."""
+    if dev is None:
+        return {}, None, {}
+    return final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
 
 
 def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
     """Before it is saved: LoRA merged (lora.merge), and the multi-label threshold and the inference settings
     recorded in the model config, where predict / evaluate read them."""
-    if cfg.lora.enabled and cfg.lora.merge:
-        trainer.model = trainer.model.merge_and_unload()
+    merge_lora(trainer, cfg.lora)
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
     if labels.kind == "multi":
         labels.threshold = final_model.config.multi_label_threshold = threshold
     setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
 
 
+def row_counts(train, dev, dev_docs) -> dict:
+    """Rows (windows under long_doc chunk) of each split, and the dev documents they came from."""
+    return {"train": len(train), "dev": len(dev) if dev is not None else 0,
+            "dev_documents": len(first_windows(dev_docs)) if dev is not None else 0}
+
+
+def summary_rows(results: dict) -> dict:
+    """The end-of-run table: dev metrics but the per-class ones (metrics.json has them), and the wall time."""
+    return {**{k: v for k, v in results["eval"].items() if not k.startswith(PER_CLASS_PREFIXES)},
+            "wall time (s)": results["wall_time_s"]}
+
+
 def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "classify")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    started = begin(cfg, "classify")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
     model = build_model(cfg, model_path, labels)
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION_METRIC[labels.kind])
-    selection = selection_metric(args, SELECTION_METRIC[labels.kind])
-    callbacks = []
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
+    trainer, selection = fine_tuning_trainer(
+        cfg, model, tokenizer, train, dev, SELECTION_METRIC[labels.kind],
+        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate))
     train_result = run_trainer(trainer, cfg)
 
-    metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
-                                 if dev is not None else ({}, None, {}))
+    metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels)
     prepare_final_model(trainer, cfg, labels, threshold)
-    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "threshold": threshold, "selection_metric": selection,
-               "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0,
-                        "dev_documents": len(first_windows(dev_docs)) if dev is not None else 0},
-               "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "classify", results, selection, files)
-    run_summary(f"classify: {labels.kind} labels, dev metrics", {
-        **{k: v for k, v in metrics.items() if not k.startswith(PER_CLASS_PREFIXES)},
-        "wall time (s)": results["wall_time_s"], "saved to": str(output_dir)}, output_dir, "classify")
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
-    return results
+    run = results(metrics, train_result, started, threshold=threshold, selection_metric=selection,
+                  rows=row_counts(train, dev, dev_docs))
+    output_dir = finish_run(trainer, cfg, "classify", run, selection, files)
+    report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(run), output_dir)
+    return run

@@ -14,8 +14,7 @@ student is a normal classify-style run directory: predict, evaluate, export and 
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import datasets
 import numpy as np
@@ -24,18 +23,16 @@ import transformers
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer, resolve_model
 from bertkit.checks import check_data_file, check_max_length, check_recipe, require
+from bertkit.config import INLINE
+from bertkit.console import load_pretrained, say
 from bertkit.data import LabelSpace
 from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
                              student_from_teacher)
 from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.options import FineTuning, RunOptions
+from bertkit.options import ColumnOptions, FineTuning, RunOptions, training_defaults
 from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
                                     read_examples, score)
-from bertkit.config import INLINE
-from bertkit.console import load_pretrained, run_summary, say
-from bertkit.training import (finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
-                              training_arguments)
+from bertkit.training import begin, finish_run, fine_tuning_trainer, report, results, run_trainer
 
 
 @dataclass
@@ -46,12 +43,7 @@ class DataConfig:
     """Dev file: evaluated each epoch, picks the best checkpoint; the teacher is scored on it too."""
     unlabelled: str | None = None
     """Extra transfer text without labels (a .txt file, one text per line, or a table with a text column)."""
-    text_column: str | None = None
-    """Column holding the text (auto-detected)."""
-    text_pair_column: str | None = None
-    """Column holding the second segment of a sentence pair (auto-detected)."""
-    label_column: str | None = None
-    """Column holding the label (auto-detected)."""
+    columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
     max_length: int = 128
     """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
 
@@ -80,10 +72,7 @@ class Config:
     hidden_weight: float = 0.0
     """Weight of the hidden-state MSE between mapped layers (TinyBERT style; 0 = off)."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 1e-4, "num_train_epochs": 3, "per_device_train_batch_size": 32,
-        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=lambda: training_defaults(learning_rate=1e-4, batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # the teacher's path is checked when the run starts: it may be a run still to come
@@ -99,7 +88,7 @@ class Config:
 
 def inference_settings(cfg: Config) -> Settings:
     """What predict / evaluate need of the student, saved in its config.json (texts are truncated: long_doc head)."""
-    return Settings(cfg.data.max_length, cfg.data.text_column, cfg.data.text_pair_column, cfg.data.label_column)
+    return Settings(cfg.data.max_length, **asdict(cfg.data.columns))
 
 
 def load_data(cfg: Config, tokenizer, labels: LabelSpace):
@@ -151,6 +140,9 @@ def build_student(cfg: Config, teacher, labels: LabelSpace):
     check_student(student, teacher, cfg.hidden_weight)
     student.config.distilled_from, student.config.distilled_layers = str(cfg.teacher), picked
     setattr(student.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
+    say(f"student: {student.config.num_hidden_layers} of the teacher's {teacher.config.num_hidden_layers} layers"
+        f"{f' {picked}' if picked is not None else f' ({cfg.student.model})'}; T={cfg.temperature}, "
+        f"alpha={cfg.alpha}, hidden_weight={cfg.hidden_weight}")
     return student, picked
 
 
@@ -161,53 +153,43 @@ def dev_scores(trainer, model, dev, labels: LabelSpace) -> dict:
     return score(probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
 
 
-def summarize(results: dict, student, teacher, output_dir) -> None:
+def distillation(cfg: Config, student, teacher, picked) -> dict:
+    """What DistillationTrainer takes beyond a Trainer's arguments: the teacher, the loss weights, the layer pairs."""
+    return {"teacher": teacher, "options": DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
+            "layer_pairs": layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked)}
+
+
+def comparison(trainer, teacher, dev, labels: LabelSpace) -> dict:
+    """The results entries that set the student beside its teacher: both models' dev metrics and parameters."""
+    return {"teacher_eval": dev_scores(trainer, teacher, dev, labels) if dev is not None else {},
+            "parameters": {name: sum(p.numel() for p in model.parameters())
+                           for name, model in (("student", trainer.model), ("teacher", teacher))}}
+
+
+def summary_rows(results: dict, student, teacher) -> dict:
     """The end-of-run table: each dev metric, layers and parameters as student / teacher."""
     metrics, teacher_metrics, sizes = results["eval"], results["teacher_eval"], results["parameters"]
-    run_summary("distill: dev metrics, student / teacher", {
-        **{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
-           if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
-        "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
-        "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}",
-        "wall time (s)": results["wall_time_s"]}, output_dir, "distill")
+    return {**{k: f"{v:.4f} / {teacher_metrics[k]:.4f}" for k, v in metrics.items()
+               if isinstance(v, float) and not k.startswith(("f1_", "precision_", "recall_"))},
+            "layers": f"{student.config.num_hidden_layers} / {teacher.config.num_hidden_layers}",
+            "parameters": f"{sizes['student']:,} / {sizes['teacher']:,}", "wall time (s)": results["wall_time_s"]}
 
 
 def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "distill")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    started = begin(cfg, "distill")
     teacher_path, teacher, labels = load_teacher(cfg)
     tokenizer = load_tokenizer(teacher_path)
     train, dev = load_data(cfg, tokenizer, labels)
     student, picked = build_student(cfg, teacher, labels)
-    say(f"student: {student.config.num_hidden_layers} of the teacher's {teacher.config.num_hidden_layers} layers"
-        f"{f' {picked}' if picked is not None else f' ({cfg.student.model})'}; T={cfg.temperature}, "
-        f"alpha={cfg.alpha}, hidden_weight={cfg.hidden_weight}")
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION_METRIC["single"])
-    selection = selection_metric(args, SELECTION_METRIC["single"])
-    callbacks = []
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    trainer = DistillationTrainer(
-        model=student, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(labels),
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(student, args, cfg.tune.llrd, cfg.tune.head_lr), None),
-        teacher=teacher, options=DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
-        layer_pairs=layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
+    trainer, selection = fine_tuning_trainer(
+        cfg, student, tokenizer, train, dev, SELECTION_METRIC["single"], compute_metrics=compute_metrics_fn(labels),
+        trainer_class=DistillationTrainer, **distillation(cfg, student, teacher, picked))
     train_result = run_trainer(trainer, cfg)
 
     metrics = dev_scores(trainer, trainer.model, dev, labels) if dev is not None else {}
-    teacher_metrics = dev_scores(trainer, teacher, dev, labels) if dev is not None else {}
-    sizes = {name: sum(p.numel() for p in model.parameters()) for name, model in (("student", trainer.model),
-                                                                                  ("teacher", teacher))}
-    results = {"eval": metrics, "teacher_eval": teacher_metrics, "train": {"loss": train_result.training_loss,
-                                                                           **train_result.metrics},
-               "selection_metric": selection, "teacher": str(cfg.teacher), "student_layers": picked,
-               "parameters": sizes, "rows": {"train": len(train), "dev": len(dev) if dev is not None else 0},
-               "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "distill", results, selection)
-    summarize(results, student, teacher, output_dir)
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
-    return results
+    run = results(metrics, train_result, started, **comparison(trainer, teacher, dev, labels),
+                  selection_metric=selection, teacher=str(cfg.teacher), student_layers=picked,
+                  rows={"train": len(train), "dev": len(dev) if dev is not None else 0})
+    output_dir = finish_run(trainer, cfg, "distill", run, selection)
+    report(cfg, "distill", "distill: dev metrics, student / teacher", summary_rows(run, student, teacher), output_dir)
+    return run

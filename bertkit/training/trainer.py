@@ -1,15 +1,37 @@
-"""The fine-tuning Trainer every recipe builds, from its run options and fine-tuning knobs (bertkit/options.py)."""
+"""What every recipe's main does around the fine-tuning Trainer, from its run options and fine-tuning knobs
+(bertkit/options.py): start the run, check the model against data.max_length, build the Trainer, merge LoRA, gather
+the results, report."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import transformers
 
 from ..console import run_summary
+from ..errors import BertkitError
 from ..hub import push_finished_run
 from .arguments import selection_metric, training_arguments
 from .optimizer import optimizer_with_llrd
+from .run import start_run
+
+
+def begin(cfg, recipe: str) -> float:
+    """The first line of every main: seed, hold output_dir (start_run: an old run there is refused unless
+    overwrite=true); returns the start time `results` measures the wall time from."""
+    started = time.perf_counter()
+    transformers.set_seed(cfg.run.seed)
+    start_run(cfg, recipe)
+    return started
+
+
+def check_positions(max_length: int, config) -> None:
+    """Refuse a data.max_length longer than the model's position table, before its weights are loaded."""
+    if max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
 
 
 def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
@@ -32,6 +54,19 @@ def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None
     return trainer, selection_metric(args, selection)
 
 
+def merge_lora(trainer: transformers.Trainer, lora) -> None:
+    """Before the final model is saved: LoRA adapters merged into the weights when lora.merge says so."""
+    if lora.enabled and lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+
+
+def results(metrics: dict, train_result, started: float, **entries) -> dict:
+    """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the recipe's
+    own `entries`, and the wall time since `started` (begin)."""
+    return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
+            "wall_time_s": round(time.perf_counter() - started, 1)}
+
+
 def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
     """The end of every run: the summary table with the next commands, then the push (cfg.run.push) of the finished
     run directory."""
@@ -40,4 +75,4 @@ def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
         push_finished_run(output_dir, cfg.run.push)
 
 
-__all__ = ["fine_tuning_trainer", "report"]
+__all__ = ["begin", "check_positions", "fine_tuning_trainer", "merge_lora", "results", "report"]
