@@ -35,24 +35,23 @@ import transformers
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
 from bertkit.config import INLINE
-from bertkit.console import run_summary, say, warn
+from bertkit.console import say
 from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.options import FineTuning, RunOptions
+from bertkit.options import FineTuning, RunOptions, training_defaults
 from bertkit.tasks import settings_dict
 from bertkit.tasks.mlm import Settings
 from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows, NspPairs
-from bertkit.tasks.mlm.corpus import (Corpus, all_rows, blank_flags, default_num_proc, open_corpus, read_lines,
-                                      tokenize_rows)
+from bertkit.tasks.mlm.corpus import Corpus, default_num_proc, open_corpus, tokenized_file
 from bertkit.tasks.mlm.evaluation import masked_perplexity
-from bertkit.tasks.mlm.heads import load_mlm_model, warm_up_head
+from bertkit.tasks.mlm.heads import load_mlm_model, say_new_heads, warm_up_new_head
 from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, PretrainingCollator, mask_once
-from bertkit.tasks.mlm.streaming import held_by_hash, stream_examples, stream_lines, streaming_dataset, take
-from bertkit.tasks.mlm.vocabulary import (count_words, extend_vocabulary, find_new_tokens, scratch_config,
-                                          scratch_size, train_wordpiece, write_vocab_txt)
+from bertkit.tasks.mlm.streaming import (first_texts_of, held_by_hash, stream_examples, stream_lines,
+                                         streaming_dataset, take)
+from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scratch_size, train_wordpiece,
+                                          write_vocab_txt)
 from bertkit.tasks.mlm.words import resolve_whole_word
-from bertkit.training import (finish_run, optimizer_with_llrd, resume_checkpoint, run_trainer, start_run,
-                              training_arguments)
+from bertkit.training import (begin, check_positions, finish_run, optimizer_with_llrd, report, resume_checkpoint,
+                              run_trainer, training_arguments)
 
 
 @dataclass
@@ -127,10 +126,7 @@ class Config:
     "before" perplexity, so that figure is the pretrained encoder's, not a random head's (0 = off)."""
     head_warmup_lr: float = 1.0e-3
     """Learning rate (AdamW, constant) of the head-only warm-up."""
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
-        "per_device_eval_batch_size": 32, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=lambda: training_defaults(eval_batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
@@ -194,7 +190,8 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
         if cfg.vocab.extend:
             raise BertkitError("vocab.extend adds words to a pretrained vocabulary; a scratch model's vocabulary is "
                                "trained on the corpus — set vocab.size instead")
-        resumed = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)  # tokenizer training is not deterministic: reuse it
+        # tokenizer training is not deterministic: a resumed run reuses its tokenizer
+        resumed = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
         tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts(), cfg.vocab.size,
                                                                             cfg.vocab.lowercase)
         config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
@@ -205,24 +202,11 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     model, notes = load_mlm_model(model_path, nsp=cfg.nsp)
-    if notes["mlm_head"] == "new":
-        warn(f"{cfg.model} has no MLM head ({len(notes['new_mlm_keys'])} "
-             "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
-             "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
-    if cfg.nsp and notes["new_nsp_keys"]:
-        say("the checkpoint has no NSP head: a new one is initialised")
-    if cfg.data.max_length > model.config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
-                           f"{model.config.max_position_embeddings} positions — set data.max_length<="
-                           f"{model.config.max_position_embeddings}")
+    say_new_heads(cfg.model, notes, cfg.nsp)
+    check_positions(cfg.data.max_length, model.config)
     if cfg.vocab.extend:
-        new = find_new_tokens(count_words(texts(), tokenizer), tokenizer, cfg.vocab.max_new_tokens,
-                              cfg.vocab.min_frequency, cfg.vocab.min_pieces)
-        extend_vocabulary(model, tokenizer, new)
-        notes["new_tokens"] = [token.word for token in new]
-        shown = ", ".join(f"{t.word} ({len(t.pieces)} pieces, x{t.count})" for t in new[:8])
-        say(f"vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
-             f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
+        notes["new_tokens"] = add_domain_words(model, tokenizer, texts(), cfg.vocab.max_new_tokens,
+                                               cfg.vocab.min_frequency, cfg.vocab.min_pieces)
     return model, tokenizer, notes
 
 
@@ -269,9 +253,8 @@ def prepare_stream(cfg: Config) -> tuple:
     warmup = take(stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
     limit = cfg.data.max_eval_examples
     if cfg.data.eval:  # a separate held-out file goes through the cache like a whole corpus
-        lines = read_lines(cfg.data.eval, cfg.data.text_column, cfg.data.cache_dir, num_proc(cfg))
-        rows = all_rows(blank_flags(lines, num_proc(cfg)))
-        tokens, _ = tokenize_rows(lines, tokenizer, whole_word, False, num_proc(cfg))
+        tokens, rows = tokenized_file(cfg.data.eval, tokenizer, whole_word, cfg.data.text_column, cfg.data.cache_dir,
+                                      num_proc(cfg))
         held = list(build_examples(cfg, tokens, rows.train, rows.document, tokenizer, whole_word, cfg.eval_seed,
                                    limit))
     else:
@@ -279,36 +262,11 @@ def prepare_stream(cfg: Config) -> tuple:
     return model, tokenizer, notes, whole_word, train, warmup, held
 
 
-def first_texts_of(texts: Iterable[str], limit: int = 200_000) -> list[str]:
-    """The first texts up to `limit` characters (what resolve_whole_word reads)."""
-    out, size = [], 0
-    for text in texts:
-        out.append(text)
-        size += len(text)
-        if size >= limit:
-            break
-    return out
-
-
 def global_batch_size(cfg: Config) -> int:
     """Examples per optimizer step over all processes (the head warm-up uses it: the same in any layout)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return (int(cfg.train.get("per_device_train_batch_size", 8)) * world
             * int(cfg.train.get("gradient_accumulation_steps", 1)))
-
-
-def warm_up(cfg: Config, model, tokenizer, notes: dict, examples, masking: dict) -> str:
-    """A new head (no MLM head in the checkpoint) trained alone before the "before" perplexity; what that figure
-    is, in words (metrics.json and the summary say it)."""
-    if notes.get("scratch"):
-        return "random model (from scratch)"
-    if notes["mlm_head"] != "new":
-        return "pretrained head"
-    if cfg.head_warmup_steps == 0 or not len(examples):
-        return "new random head (head_warmup_steps=0)"
-    steps = warm_up_head(model, examples, MaskingCollator(tokenizer, **masking, seed=cfg.run.seed),
-                         cfg.head_warmup_steps, global_batch_size(cfg), cfg.head_warmup_lr, cfg.run.seed)
-    return f"after {steps} head-only steps (encoder frozen, lr {cfg.head_warmup_lr:g})"
 
 
 def task_settings(cfg: Config, whole_word: str) -> Settings:
@@ -327,7 +285,9 @@ def masking_settings(cfg: Config, whole_word: str) -> dict:
 def perplexity_before(cfg: Config, model, tokenizer, notes: dict, warmup_examples, masking: dict, held_out,
                       batch_size: int) -> dict:
     """The held-out perplexity before training (after a new head's warm-up); `head` says what it measures."""
-    before_head = warm_up(cfg, model, tokenizer, notes, warmup_examples, masking)
+    collator = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
+    before_head = warm_up_new_head(model, notes, warmup_examples, collator, cfg.head_warmup_steps,
+                                   global_batch_size(cfg), cfg.head_warmup_lr, cfg.run.seed)
     before = masked_perplexity(model, held_out, tokenizer.pad_token_id, batch_size)
     before["head"] = before_head
     say(f"held-out perplexity before training: {before['perplexity']:.2f} "
@@ -363,35 +323,41 @@ def collect_results(before: dict, after: dict, held_out, train_result, whole_wor
             "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
 
 
-def summarize(cfg: Config, results: dict, output_dir) -> None:
+def summary_rows(cfg: Config, results: dict) -> dict:
     """The closing table: perplexity before and after, and what was measured how."""
     before, after = results["before"], results["after"]
-    run_summary("mlm: held-out perplexity (fixed masks)", {
-        "perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
-        "masked tokens": after["masked_tokens"], "before measured": before["head"],
-        **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
-        "MLM head": results["mlm_head"], "new tokens": len(results["new_tokens"]),
-        "whole-word masking": results["whole_word"], "train loss": results["train"]["loss"],
-        "wall time (s)": results["wall_time_s"]}, output_dir, "mlm")
+    return {"perplexity before": before["perplexity"], "perplexity after": after["perplexity"],
+            "masked tokens": after["masked_tokens"], "before measured": before["head"],
+            **({"NSP accuracy": after["nsp_accuracy"]} if cfg.nsp else {}),
+            "MLM head": results["mlm_head"], "new tokens": len(results["new_tokens"]),
+            "whole-word masking": results["whole_word"], "train loss": results["train"]["loss"],
+            "wall time (s)": results["wall_time_s"]}
 
 
-def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "mlm")  # output_dir: held for this run; an old run there is refused unless overwrite=true
-    prepare = prepare_stream if cfg.data.streaming else prepare_data
-    model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
+def pretraining_arguments(cfg: Config):
+    """TrainingArguments of the run: the held-out loss picks the best checkpoint; loss only, and the columns the
+    masking collator reads kept (word_ids, example_id: the collator drops both)."""
+    train_args = {"prediction_loss_only": True, **cfg.train, "remove_unused_columns": False}
+    return training_arguments(train_args, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, True, "loss",
+                              greater_is_better=False)
+
+
+def say_examples(cfg: Config, train_examples, eval_examples, whole_word: str) -> None:
+    """A line on what the run trains and scores on."""
     count = "streamed" if cfg.data.streaming else len(train_examples)
     say(f"{count} train / {len(eval_examples)} held-out examples "
         f"({'NSP pairs' if cfg.nsp else cfg.data.mode + ' mode'}, max {cfg.data.max_length} tokens); "
         f"whole-word masking: {whole_word}")
 
+
+def main(cfg: Config) -> dict:
+    started = begin(cfg, "mlm")
+    prepare = prepare_stream if cfg.data.streaming else prepare_data
+    model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
+    say_examples(cfg, train_examples, eval_examples, whole_word)
     masking = masking_settings(cfg, whole_word)
     held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
-    train_args = {"prediction_loss_only": True, **cfg.train,
-                  "remove_unused_columns": False}  # keep word_ids and example_id (the collator drops both)
-    args = training_arguments(train_args, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, True, "loss",
-                              greater_is_better=False)
+    args = pretraining_arguments(cfg)
     model.config.sparse_prediction = True  # train and evaluate on the masked positions only: (M, V) logits
     model.to(args.device)
     batch_size = args.per_device_eval_batch_size
@@ -404,7 +370,5 @@ def main(cfg: Config) -> dict:
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
     output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
-    summarize(cfg, results, output_dir)
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
+    report(cfg, "mlm", "mlm: held-out perplexity (fixed masks)", summary_rows(cfg, results), output_dir)
     return results

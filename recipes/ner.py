@@ -11,7 +11,6 @@ word's first sub-token; long sentences are cut into overlapping windows. The dev
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,17 +18,16 @@ import datasets
 import transformers
 
 from bertkit import BertkitConfig, BertkitForTokenClassification, tasks
-from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checkpoints import load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.options import FineTuning, LoraOptions, RunOptions
+from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
                                predicted_tags, read_examples, score_tags)
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, run_summary, say
-from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
-                              training_arguments)
+from bertkit.console import load_pretrained, say
+from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
+                              results, run_trainer)
 
 
 @dataclass
@@ -58,18 +56,14 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = DEFAULT_MODEL
-    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    model: str = pretrained_model()
     run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/ner"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     strict: bool = False
     """Score entities in seqeval's strict mode under the data's scheme (default: conlleval's lenient reading)."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 16,
-        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=training_defaults)
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
@@ -115,21 +109,20 @@ def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                            label2id={name: i for i, name in enumerate(labels)})
     config.bertkit_task_settings = tasks.settings_dict(inference_settings(cfg, scheme))  # predict / evaluate
-    if cfg.data.max_length > config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
-                           f"{config.max_position_embeddings} positions — set data.max_length<="
-                           f"{config.max_position_embeddings}")
+    check_positions(cfg.data.max_length, config)
     model = load_pretrained(BertkitForTokenClassification, model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="TOKEN_CLS")
     return model
 
 
-def encode_splits(cfg: Config, tokenizer, train, dev, label2id: dict[str, int]) -> dict:
-    """Each split's sentences as overlapping windows with aligned labels."""
-    return {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
-                         cfg.data.label_all_tokens)
-            for name, split in (("train", train), ("dev", dev)) if split is not None}
+def encode_splits(cfg: Config, tokenizer, train, dev, labels: list[str]) -> tuple[dict, dict]:
+    """Each split's sentences as overlapping windows with aligned labels, and those windows as datasets."""
+    label2id = {name: i for i, name in enumerate(labels)}
+    windows = {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
+                            cfg.data.label_all_tokens)
+               for name, split in (("train", train), ("dev", dev)) if split is not None}
+    return windows, {name: datasets.Dataset.from_list(split.features) for name, split in windows.items()}
 
 
 def final_evaluation(trainer, dev_set, dev_windows, dev, id2label: dict[int, str], cfg: Config, scheme: str):
@@ -140,41 +133,30 @@ def final_evaluation(trainer, dev_set, dev_windows, dev, id2label: dict[int, str
             {"entity_report.txt": entity_report(predicted, gold, cfg.strict, scheme)})
 
 
+def summary_rows(metrics: dict, run: dict) -> dict:
+    """The closing table: overall entity scores (per-type figures stay in metrics.json) and the wall time."""
+    return {**{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
+            "wall time (s)": run["wall_time_s"]}
+
+
 def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "ner")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    started = begin(cfg, "ner")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
     id2label = dict(enumerate(labels))
-    windows = encode_splits(cfg, tokenizer, train, dev, {name: i for i, name in id2label.items()})
-    dev_set = datasets.Dataset.from_list(windows["dev"].features) if dev else None
+    windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
     model = build_model(cfg, model_path, labels, train.scheme)
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION)
-    selection = selection_metric(args, SELECTION)
-    callbacks = []
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
-    trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=datasets.Dataset.from_list(windows["train"].features),
-        eval_dataset=dev_set, processing_class=tokenizer,
-        data_collator=transformers.DataCollatorForTokenClassification(tokenizer), compute_metrics=metrics_fn,
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
+    trainer, selection = fine_tuning_trainer(
+        cfg, model, tokenizer, sets["train"], sets.get("dev"), SELECTION, metrics_fn,
+        data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
     train_result = run_trainer(trainer, cfg)
 
-    metrics, files = (final_evaluation(trainer, dev_set, windows["dev"], dev, id2label, cfg, train.scheme)
+    metrics, files = (final_evaluation(trainer, sets["dev"], windows["dev"], dev, id2label, cfg, train.scheme)
                       if dev is not None else ({}, {}))
-    if cfg.lora.enabled and cfg.lora.merge:
-        trainer.model = trainer.model.merge_and_unload()
-    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "scheme": train.scheme, "selection_metric": selection,
-               "wall_time_s": round(time.perf_counter() - started, 1)}
-    output_dir = finish_run(trainer, cfg, "ner", results, selection, files)
-    run_summary(f"ner: {train.scheme} tags, dev entity scores", {
-        **{k: v for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "number_"))},
-        "wall time (s)": results["wall_time_s"]}, output_dir, "ner")
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
-    return results
+    merge_lora(trainer, cfg.lora)
+    run = results(metrics, train_result, started, scheme=train.scheme, selection_metric=selection)
+    output_dir = finish_run(trainer, cfg, "ner", run, selection, files)
+    report(cfg, "ner", f"ner: {train.scheme} tags, dev entity scores", summary_rows(metrics, run), output_dir)
+    return run

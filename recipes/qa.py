@@ -13,26 +13,23 @@ needs, in config.json (`bertkit_task_settings`, the QA task's Settings).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Literal
 
 import datasets
-import transformers
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
-from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
+from bertkit.checkpoints import load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
-from bertkit.hub import push_finished_run
-from bertkit.options import FineTuning, LoraOptions, RunOptions
+from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks import settings_dict
 from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
                               prediction_record, read_examples, tune_and_score)
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, run_summary, say, warn
-from bertkit.training import (add_lora, finish_run, optimizer_with_llrd, run_trainer, selection_metric, start_run,
-                              training_arguments)
+from bertkit.console import load_pretrained, say, warn
+from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
+                              results, run_trainer)
 
 
 @dataclass
@@ -54,8 +51,7 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = DEFAULT_MODEL
-    """Model to fine-tune: a local directory, a Hub id, or all-MiniLM-L6-v2 (embedded)."""
+    model: str = pretrained_model()
     run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/qa"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     language: Literal["auto", "en", "zh"] = "auto"
@@ -68,10 +64,7 @@ class Config:
     """Longest answer in tokens."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: {
-        "learning_rate": 5e-5, "num_train_epochs": 2, "per_device_train_batch_size": 16,
-        "per_device_eval_batch_size": 64, "warmup_steps": 0.1, "weight_decay": 0.01,
-    })
+    train: dict = field(default_factory=lambda: training_defaults(epochs=2))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
@@ -139,20 +132,35 @@ def task_settings(cfg: Config, language: str, null_threshold: float | None = Non
 def build_model(cfg: Config, model_path: str, language: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=2)
     config.bertkit_task_settings = settings_dict(task_settings(cfg, language))
-    if cfg.data.max_length > config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={cfg.data.max_length} is more than the model's "
-                           f"{config.max_position_embeddings} positions — set data.max_length<="
-                           f"{config.max_position_embeddings}")
+    check_positions(cfg.data.max_length, config)
     model = load_pretrained(BertkitForQuestionAnswering, model_path, config=config, ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
         model = add_lora(model, cfg.lora, task_type="QUESTION_ANS")
     return model
 
 
+def final_evaluation(trainer, dev, dev_windows, dev_examples, cfg: Config, language: str, allow_no_answer: bool):
+    """The final (best) model on dev: answers per question, the null threshold tuned once more, and the answers
+    as dev_predictions.jsonl."""
+    output = trainer.predict(dev, metric_key_prefix="eval")
+    predictions = postprocess(*output.predictions[:2], dev_windows, dev_examples, cfg.n_best, cfg.max_answer_length)
+    metrics, threshold = tune_and_score(predictions, dev_examples, language, allow_no_answer)
+    records = "".join(json.dumps(prediction_record(e, p, threshold), ensure_ascii=False) + "\n"
+                      for e, p in zip(dev_examples, predictions))
+    return metrics, threshold, {"dev_predictions.jsonl": records}
+
+
+def save_settings(trainer, cfg: Config, language: str, allow_no_answer: bool, threshold: float | None):
+    """The final Settings (with the tuned threshold) into the saved model's config; the threshold in force."""
+    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
+    if allow_no_answer:  # without a dev set, 0.0: answer "" whenever the null score beats the best span
+        threshold = threshold if threshold is not None else 0.0
+    final_model.config.bertkit_task_settings = settings_dict(task_settings(cfg, language, threshold))
+    return threshold
+
+
 def main(cfg: Config) -> dict:
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, "qa")  # output_dir: held for this run; an old run there is refused unless overwrite=true
+    started = begin(cfg, "qa")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading = load_data(
@@ -160,43 +168,20 @@ def main(cfg: Config) -> dict:
     model = build_model(cfg, model_path, language)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None, SELECTION_METRIC)
-    selection = selection_metric(args, SELECTION_METRIC)
-    callbacks = []
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
     compute_metrics = compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
                                          cfg.max_answer_length) if dev is not None else None
-    trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=transformers.DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
-        callbacks=callbacks, optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
+    trainer, selection = fine_tuning_trainer(cfg, model, tokenizer, train, dev, SELECTION_METRIC, compute_metrics)
     train_result = run_trainer(trainer, cfg)
 
-    metrics, threshold, files = {}, None, {}
-    if dev is not None:  # the final (best) model on dev: answers per question, threshold tuned once more
-        output = trainer.predict(dev, metric_key_prefix="eval")
-        predictions = postprocess(*output.predictions[:2], dev_windows, dev_examples, cfg.n_best,
-                                  cfg.max_answer_length)
-        metrics, threshold = tune_and_score(predictions, dev_examples, language, allow_no_answer)
-        files["dev_predictions.jsonl"] = "".join(
-            json.dumps(prediction_record(e, p, threshold), ensure_ascii=False) + "\n"
-            for e, p in zip(dev_examples, predictions))
-    if cfg.lora.enabled and cfg.lora.merge:
-        trainer.model = trainer.model.merge_and_unload()
-    final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
-    if allow_no_answer:  # without a dev set, 0.0: answer "" whenever the null score beats the best span
-        threshold = threshold if threshold is not None else 0.0
-    final_model.config.bertkit_task_settings = settings_dict(task_settings(cfg, language, threshold))
-    results = {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
-               "null_threshold": threshold, "language": language,
-               "windows": {"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
-               "questions": reading,
-               "selection_metric": selection, "wall_time_s": round(time.perf_counter() - started, 1)}
+    metrics, threshold, files = (final_evaluation(trainer, dev, dev_windows, dev_examples, cfg, language,
+                                                  allow_no_answer) if dev is not None else ({}, None, {}))
+    merge_lora(trainer, cfg.lora)
+    threshold = save_settings(trainer, cfg, language, allow_no_answer, threshold)
+    run = results(metrics, train_result, started, null_threshold=threshold, language=language,
+                  windows={"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
+                  questions=reading, selection_metric=selection)
     cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
-    output_dir = finish_run(trainer, cfg, "qa", results, selection, files)
-    run_summary(f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics", {
-        **metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, output_dir, "qa")
-    if cfg.run.push:
-        push_finished_run(output_dir, cfg.run.push)
-    return results
+    output_dir = finish_run(trainer, cfg, "qa", run, selection, files)
+    report(cfg, "qa", f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics",
+           {**metrics, **dropped_rows(reading), "wall time (s)": run["wall_time_s"]}, output_dir)
+    return run

@@ -337,6 +337,15 @@ def open_corpus(train: str, eval_path: str | None, fraction: float, seed: int, t
                                                                           eval_path)))
 
 
+def tokenized_file(path: str, tokenizer, whole_word: str, text_column: str | None = None,
+                   cache_dir: str | None = None, num_proc: int = 1) -> tuple[datasets.Dataset, RowSplit]:
+    """A whole file (a streaming run's data.eval) read and tokenized through the cache: its tokens and rows."""
+    lines = read_lines(path, text_column, cache_dir, num_proc)
+    rows = all_rows(blank_flags(lines, num_proc))
+    tokens, _ = tokenize_rows(lines, tokenizer, whole_word, False, num_proc)
+    return tokens, rows
+
+
 def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
     if blank.all():
         raise BertkitError(f"{path} holds no text — every line (or text cell) is empty")
@@ -346,5 +355,6 @@ def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
 __all__ = [
     "CORPUS_VERSION", "ROW_BATCH", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "RowSplit", "all_rows",
     "blank_flags", "cached_map", "default_num_proc", "documents_of", "first_texts", "iter_texts", "open_corpus",
-    "read_lines", "split_rows", "step_fingerprint", "token_features", "tokenize_rows", "tokenizer_digest",
+    "read_lines", "split_rows", "step_fingerprint", "token_features", "tokenize_rows", "tokenized_file",
+    "tokenizer_digest",
 ]

@@ -7,6 +7,7 @@ import random
 
 import torch
 
+from bertkit.console import say, warn
 from bertkit.tasks.mlm.masking import IGNORE_INDEX
 
 # ---------------------------------------------------------------------------------------- loading the model
@@ -38,6 +39,16 @@ def load_mlm_model(path: str, nsp: bool = False):
         report["pooler"] = "kept"
     report["mlm_head"] = "new" if report["new_mlm_keys"] else "loaded"
     return model, report
+
+
+def say_new_heads(name: str, notes: dict, nsp: bool) -> None:
+    """A line for each head the checkpoint lacked (initialised new by load_mlm_model)."""
+    if notes["mlm_head"] == "new":
+        warn(f"{name} has no MLM head ({len(notes['new_mlm_keys'])} "
+             "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
+             "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
+    if nsp and notes["new_nsp_keys"]:
+        say("the checkpoint has no NSP head: a new one is initialised")
 
 
 def decoder_is_tied(model) -> bool:
@@ -95,6 +106,20 @@ def warm_up_head(model, examples, collator, steps: int, batch_size: int, lr: flo
     return -(-len(order) // batch_size)
 
 
+def warm_up_new_head(model, notes: dict, examples, collator, steps: int, batch_size: int, lr: float,
+                     seed: int) -> str:
+    """A new head (no MLM head in the checkpoint) trained alone before the "before" perplexity; what that figure
+    is, in words (metrics.json and the summary say it)."""
+    if notes.get("scratch"):
+        return "random model (from scratch)"
+    if notes["mlm_head"] != "new":
+        return "pretrained head"
+    if steps == 0 or not len(examples):
+        return "new random head (head_warmup_steps=0)"
+    done = warm_up_head(model, examples, collator, steps, batch_size, lr, seed)
+    return f"after {done} head-only steps (encoder frozen, lr {lr:g})"
+
+
 def head_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Masked-LM loss (plus NSP loss when labelled) through the head only: the encoder runs without a graph."""
     with torch.no_grad():
@@ -108,4 +133,5 @@ def head_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return loss
 
 
-__all__ = ["decoder_is_tied", "head_loss", "load_mlm_model", "new_head_parameters", "warm_up_head", "warmup_order"]
+__all__ = ["decoder_is_tied", "head_loss", "load_mlm_model", "new_head_parameters", "say_new_heads", "warm_up_head",
+           "warm_up_new_head", "warmup_order"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import datasets
 
@@ -113,4 +113,15 @@ def take(examples, count: int) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["held_by_hash", "stream_examples", "stream_lines", "streaming_dataset", "take"]
+def first_texts_of(texts: Iterable[str], limit: int = 200_000) -> list[str]:
+    """The first texts of a stream up to `limit` characters (what resolve_whole_word reads)."""
+    out, size = [], 0
+    for text in texts:
+        out.append(text)
+        size += len(text)
+        if size >= limit:
+            break
+    return out
+
+
+__all__ = ["first_texts_of", "held_by_hash", "stream_examples", "stream_lines", "streaming_dataset", "take"]

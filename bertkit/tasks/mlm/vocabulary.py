@@ -26,6 +26,7 @@ from typing import Sequence
 import torch
 from tokenizers import AddedToken
 
+from bertkit.console import say
 from bertkit.errors import BertkitError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4 in a from-scratch vocabulary
@@ -121,6 +122,17 @@ SCRATCH_SIZES = {
 SCRATCH_PREFIX = "scratch:"
 
 
+def add_domain_words(model, tokenizer, texts: Sequence[str], max_new_tokens: int, min_frequency: int,
+                     min_pieces: int) -> list[str]:
+    """vocab.extend: the corpus's frequent many-piece words added to tokenizer and model, said in a line; the words."""
+    new = find_new_tokens(count_words(texts, tokenizer), tokenizer, max_new_tokens, min_frequency, min_pieces)
+    extend_vocabulary(model, tokenizer, new)
+    shown = ", ".join(f"{t.word} ({len(t.pieces)} pieces, x{t.count})" for t in new[:8])
+    say(f"vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
+        f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
+    return [token.word for token in new]
+
+
 def scratch_size(model: str) -> str | None:
     """`scratch:tiny` -> "tiny"; None for a checkpoint name. An unknown size is an error naming the sizes."""
     if not model.startswith(SCRATCH_PREFIX):
@@ -169,5 +181,6 @@ def write_vocab_txt(tokenizer, path) -> None:
         handle.write("".join(f"{t}\n" for t in tokens))
 
 
-__all__ = ["NewToken", "SCRATCH_PREFIX", "SCRATCH_SIZES", "SPECIAL_TOKENS", "count_words", "extend_vocabulary",
+__all__ = ["NewToken", "SCRATCH_PREFIX", "SCRATCH_SIZES", "SPECIAL_TOKENS", "add_domain_words", "count_words",
+           "extend_vocabulary",
            "find_new_tokens", "scratch_config", "scratch_size", "train_wordpiece", "write_vocab_txt"]
