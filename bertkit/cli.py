@@ -2,7 +2,7 @@
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
     bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
-    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs
+    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs | diagnose
 """
 
 from __future__ import annotations
@@ -358,6 +358,22 @@ def runs_command(
     from .runs import show_runs
 
     show_runs(paths or ["runs"], sort)
+
+
+@app.command("diagnose")
+@user_errors
+def diagnose_command(
+    run_dir: str = typer.Argument(..., help="A finished run directory (its output_dir)."),
+    no_predict: bool = typer.Option(False, "--no-predict", help="Skip running the model on the dev split."),
+):
+    """The troubleshooting table as a command: training-curve symptoms with their evidence and the next command,
+    and (classify) dev accuracy against chance and the examples the model gets confidently wrong."""
+    from .console import console_session
+    from .diagnose import diagnose, report_lines
+
+    with console_session():
+        lines = report_lines(diagnose(run_dir, predict=not no_predict))
+    typer.echo("\n".join(lines))
 
 
 def main():

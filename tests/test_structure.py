@@ -25,6 +25,7 @@ LAYERS = {
     "bertkit.tasks": 3,
     "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
     "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
+    "bertkit.diagnose": 4,
     "bertkit.cli": 5, "bertkit.__main__": 5,
 }
 LAYER_NAMES = ["base", "model", "data/run-dir/console", "tasks", "Trainer wiring", "CLI"]

@@ -20,6 +20,7 @@ from ..rundir import CURVE_FILE, METRICS_FILE, save_run_config, write_json
 from .plots import plot_training_curve
 
 logger = logging.getLogger("bertkit")
+LOG_HISTORY_FILE = "log_history.json"  # every logged train loss and dev evaluation, by step
 
 
 def start_run(cfg, recipe: str) -> None:
@@ -94,6 +95,7 @@ def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, m
             model.config.architectures = [type(model).__name__]
             model.config.save_pretrained(output_dir)
         write_json(output_dir / METRICS_FILE, metrics)
+        write_json(output_dir / LOG_HISTORY_FILE, trainer.state.log_history)  # read by `bertkit diagnose`
         for name, content in (extra_files or {}).items():
             target = output_dir / name
             if callable(content):

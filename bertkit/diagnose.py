@@ -1,0 +1,325 @@
+"""`bertkit diagnose RUN_DIR`: the practitioner's troubleshooting table as a command. It reads a finished run's log
+history (log_history.json, or the newest checkpoint's trainer_state.json), metrics.json and resolved config, and
+names each symptom it finds with its evidence (steps and numbers) and the command to try next:
+
+    training loss not falling          learning rate too small, or labels wrong
+    training loss falls, dev does not  overfitting: fewer epochs, more regularisation, more data
+    dev metric jumping around          batch too small or learning rate too large
+    everything low                     the pretrained model does not fit the domain: check the tokenization
+
+and, for classify runs, suspects the data before the model: the dev examples the model gets confidently wrong,
+grouped by (gold -> predicted), and a warning when dev accuracy is near chance or below it (far below chance on a
+binary task: labels swapped). Every detector is a small pure function over plain lists, unit-tested on its own."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import BertkitError
+from .rundir import METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, checkpoints_newest_first, read_run_config
+from .training.run import LOG_HISTORY_FILE  # written by finish_run
+
+NOT_FALLING = 0.05  # the last quarter's mean train loss must be at least 5 % under the first quarter's
+FALLING = 0.2  # "training loss falls": at least 20 % under
+WORSE_BY = 0.02  # a dev metric this far under its best, at the end, is getting worse
+SWING = 0.05  # a dev-metric move this large, then one back, is a swing
+LOW_METRIC = 0.6  # a final dev metric (0-1) under this is low
+CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident
+NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15
+SHOWN_TEXTS, SHOWN_GROUPS = 3, 5
+
+
+@dataclass
+class Symptom:
+    name: str
+    evidence: list[str]
+    advice: str
+    commands: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ reading the run
+
+def read_log_history(run_dir: str | Path) -> list[dict]:
+    """The Trainer's log history: log_history.json, else the newest checkpoint's trainer_state.json, else []."""
+    run_dir = Path(run_dir)
+    if (run_dir / LOG_HISTORY_FILE).is_file():
+        return json.loads((run_dir / LOG_HISTORY_FILE).read_text(encoding="utf-8"))
+    for checkpoint in checkpoints_newest_first(run_dir):
+        state = checkpoint / "trainer_state.json"
+        if state.is_file():
+            return json.loads(state.read_text(encoding="utf-8")).get("log_history", [])
+    return []
+
+
+def train_losses(history: list[dict]) -> list[tuple[int, float]]:
+    """(step, training loss) of every logging step."""
+    return [(entry["step"], float(entry["loss"])) for entry in history if "loss" in entry and "step" in entry]
+
+
+def eval_series(history: list[dict], metric: str) -> list[tuple[int, float]]:
+    """(step, dev value) of `metric` (without the eval_ prefix) at every evaluation."""
+    key = f"eval_{metric}"
+    return [(entry["step"], float(entry[key])) for entry in history if key in entry]
+
+
+def rerun_command(run_dir: str | Path, recipe: str, *overrides: str) -> str:
+    return " ".join([f"bertkit run {recipe} -c {Path(run_dir) / RUN_CONFIG_FILE} overwrite=true", *overrides])
+
+
+def _rate(value: float) -> str:
+    """A learning rate as YAML reads it back as a float: 3.0e-5, never 3e-05."""
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _quarter_means(values: list[float]) -> tuple[float, float]:
+    size = max(1, len(values) // 4)
+    return sum(values[:size]) / size, sum(values[-size:]) / size
+
+
+def _series(points: list[tuple[int, float]]) -> str:
+    return ", ".join(f"{value:.3f} (step {step})" for step, value in points)
+
+
+# -------------------------------------------------------------------------------------------------- the detectors
+
+def loss_not_falling(losses: list[tuple[int, float]], learning_rate: float) -> Symptom | None:
+    """The last quarter's mean training loss is not at least NOT_FALLING under the first quarter's."""
+    if len(losses) < 4:
+        return None
+    first, last = _quarter_means([loss for _, loss in losses])
+    if last < first * (1 - NOT_FALLING):
+        return None
+    change = (last - first) / first if first else 0.0
+    evidence = [f"train loss {losses[0][1]:.4f} at step {losses[0][0]} -> {losses[-1][1]:.4f} at step "
+                f"{losses[-1][0]}; mean of the first quarter {first:.4f}, of the last {last:.4f} ({change:+.1%})",
+                f"learning rate {learning_rate:g}"]
+    suggested = 3.0e-5 if not 1e-5 <= learning_rate <= 1e-4 else learning_rate * 3
+    advice = ("the learning rate is too small (fine-tuning wants about 2e-5 to 5e-5)" if learning_rate < 1e-5 else
+              "the learning rate is too large or the labels are wrong: check the label column")
+    return Symptom("training loss not falling", evidence, advice, [f"train.learning_rate={_rate(suggested)}"])
+
+
+def overfitting(losses: list[tuple[int, float]], dev_loss: list[tuple[int, float]],
+                dev_metric: list[tuple[int, float]], metric: str) -> Symptom | None:
+    """Training loss falls (FALLING) while dev does not: see `dev_not_improving`."""
+    if len(losses) < 4 or len(dev_metric) + len(dev_loss) < 2:
+        return None
+    first, last = _quarter_means([loss for _, loss in losses])
+    if last > first * (1 - FALLING) or not dev_not_improving(dev_loss, dev_metric):
+        return None
+    evidence = [f"train loss {first:.4f} -> {last:.4f} (first / last quarter of steps {losses[0][0]}-"
+                f"{losses[-1][0]})"]
+    if dev_metric:
+        best_step, best = max(dev_metric, key=lambda point: point[1])
+        evidence.append(f"dev {metric}: {_series(dev_metric)}; best {best:.4f} at step {best_step}")
+    if dev_loss:
+        low_step, low = min(dev_loss, key=lambda point: point[1])
+        evidence.append(f"dev loss lowest {low:.4f} at step {low_step}, {dev_loss[-1][1]:.4f} at the end")
+    return Symptom("training loss falls but dev does not (overfitting)", evidence,
+                   "train fewer epochs, regularise more (weight decay, early stopping) or add data", [])
+
+
+def dev_not_improving(dev_loss: list[tuple[int, float]], dev_metric: list[tuple[int, float]]) -> bool:
+    """The dev metric ends WORSE_BY under its best; or it never moves while dev loss does not fall either; or dev
+    loss ends 10 % over its minimum with the metric (if any) under its best."""
+    dev_loss_up = len(dev_loss) >= 2 and dev_loss[-1][1] > min(v for _, v in dev_loss) * 1.1
+    if not dev_metric:
+        return dev_loss_up
+    values = [value for _, value in dev_metric]
+    best, final = max(values), values[-1]
+    stuck = (best - min(values) < 0.005
+             and (len(dev_loss) < 2 or dev_loss[-1][1] >= dev_loss[0][1]))  # at a ceiling, dev loss still falls
+    return final < best - WORSE_BY or stuck or (dev_loss_up and final < best)
+
+
+def overfitting_commands(best_epoch: float, weight_decay: float) -> list[str]:
+    epochs = max(1, int(round(best_epoch)))
+    return [f"train.num_train_epochs={epochs}",
+            f"train.weight_decay={max(0.1, weight_decay * 10):g} early_stopping_patience=2"]
+
+
+def jumping_metric(dev_metric: list[tuple[int, float]], metric: str) -> Symptom | None:
+    """At least two swings: the dev metric moves SWING or more one way, then SWING or more back."""
+    if len(dev_metric) < 4:
+        return None
+    moves = [b - a for (_, a), (_, b) in zip(dev_metric, dev_metric[1:])]
+    swings = [i for i in range(1, len(moves)) if abs(moves[i - 1]) >= SWING and abs(moves[i]) >= SWING
+              and (moves[i - 1] > 0) != (moves[i] > 0)]
+    if len(swings) < 2:
+        return None
+    return Symptom("dev metric jumping around",
+                   [f"dev {metric}: {_series(dev_metric)}",
+                    f"{len(swings)} reversals of {SWING} or more; largest move {max(abs(m) for m in moves):.3f}"],
+                   "the batch is too small or the learning rate too large", [])
+
+
+def jumping_commands(batch_size: int, learning_rate: float) -> list[str]:
+    return [f"train.per_device_train_batch_size={max(16, batch_size * 4)}",
+            f"train.learning_rate={_rate(min(learning_rate / 3, 3.0e-5))}"]
+
+
+def everything_low(value: float | None, metric: str) -> Symptom | None:
+    """The final dev metric (a 0-1 score) under LOW_METRIC."""
+    if value is None or not 0 <= value < LOW_METRIC or "loss" in metric:
+        return None
+    return Symptom("everything low", [f"final dev {metric} {value:.4f} (under {LOW_METRIC})"],
+                   "if the loss does fall, the pretrained model may not fit the domain: check the tokenization "
+                   "([UNK] rate, tokens kept by truncation), or try a model of the domain", [])
+
+
+def inspect_command(config: dict) -> str:
+    data = config.get("data") or {}
+    dev = f" --dev {data['eval']}" if data.get("eval") else ""
+    return (f"bertkit inspect {data.get('train', 'TRAIN_FILE')}{dev} --model {config.get('model', 'MODEL')} "
+            f"--max-length {data.get('max_length') or 128}")
+
+
+# ------------------------------------------------------------------------------------------- data suspicions
+
+def chance_warning(accuracy: float, gold: list[int], classes: int) -> Symptom | None:
+    """Dev accuracy near chance (the majority label's share), or below it; far below on a binary task: swapped?"""
+    if not gold:
+        return None
+    chance = max(Counter(gold).values()) / len(gold)
+    if accuracy < chance - BELOW_CHANCE:
+        swapped = " — on a binary task this says the labels are swapped (0 <-> 1)" if classes == 2 else ""
+        return Symptom("dev accuracy below chance", [f"dev accuracy {accuracy:.4f}; chance (majority label) "
+                                                     f"{chance:.4f}"], f"suspect the data first{swapped}: compare "
+                       "the label mapping of the training and dev files, and the groups of confident errors", [])
+    if abs(accuracy - chance) <= NEAR_CHANCE:
+        return Symptom("dev accuracy near chance", [f"dev accuracy {accuracy:.4f}; chance (majority label) "
+                                                    f"{chance:.4f}"], "the model learned next to nothing: check "
+                       "the labels and the learning rate before anything else", [])
+    return None
+
+
+def confident_errors(texts: list[str], gold: list[int], probs, names: list[str],
+                     confident: float = CONFIDENT) -> list[tuple[str, str, int, list[str]]]:
+    """(gold name, predicted name, count, a few texts) of the wrong predictions at `confident` probability or more,
+    the largest groups first."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for text, label, row in zip(texts, gold, probs):
+        predicted = int(row.argmax())
+        if predicted != label and float(row[predicted]) >= confident:
+            groups.setdefault((label, predicted), []).append(text)
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+    return [(names[g], names[p], len(found), found[:SHOWN_TEXTS]) for (g, p), found in ordered]
+
+
+def dev_predictions(run_dir: str, dev_file: str):
+    """(texts, gold label ids, (N, C) probabilities, label names) of a single-label classify run on its dev file."""
+    from .tasks.classify import load_predictor, predict_probabilities, read_examples
+
+    classifier = load_predictor(run_dir)
+    if classifier.labels.kind != "single":
+        return None
+    dataset, columns, _ = read_examples(dev_file, classifier.column_overrides, classifier.labels)
+    texts = list(dataset[columns.text])
+    pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
+    probs = predict_probabilities(classifier, texts, pairs)
+    return texts, [int(label) for label in dataset["labels"]], probs, list(classifier.labels.names)
+
+
+# ---------------------------------------------------------------------------------------------------- the report
+
+@dataclass
+class Diagnosis:
+    run_dir: str
+    symptoms: list[Symptom]
+    errors: list[tuple[str, str, int, list[str]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_run(run_dir: str) -> tuple[dict, dict, str]:
+    """(metrics.json, the resolved config, the recipe) of a run directory; an error that says what is missing."""
+    path = Path(run_dir)
+    if not (path / METRICS_FILE).is_file() or not (path / RUN_CONFIG_FILE).is_file():
+        raise BertkitError(f"{run_dir} holds no finished bertkit run (no {METRICS_FILE} or {RUN_CONFIG_FILE}) — give "
+                           "the output_dir of a finished `bertkit run`")
+    record = json.loads((path / RECORD_FILE).read_text()) if (path / RECORD_FILE).is_file() else {}
+    metrics = json.loads((path / METRICS_FILE).read_text(encoding="utf-8"))
+    return metrics, read_run_config(run_dir), record.get("recipe", "classify")
+
+
+def curve_symptoms(history: list[dict], metric: str, train: dict) -> list[Symptom]:
+    """The training-curve rows of the table, each with its next overrides (rerun_command adds the prefix)."""
+    losses, dev = train_losses(history), eval_series(history, metric) if metric != "loss" else []
+    learning_rate = float(train.get("learning_rate", 5e-5))
+    found = []
+    if symptom := loss_not_falling(losses, learning_rate):
+        found.append(symptom)
+    elif symptom := overfitting(losses, eval_series(history, "loss"), dev, metric):
+        best_step = max(dev, key=lambda point: point[1])[0] if dev else min(
+            eval_series(history, "loss"), key=lambda point: point[1])[0]
+        best_epoch = next((e.get("epoch", 1) for e in history if e.get("step") == best_step and f"eval_{metric}" in e),
+                          1)
+        symptom.commands = overfitting_commands(best_epoch, float(train.get("weight_decay", 0.01)))
+        found.append(symptom)
+    if symptom := jumping_metric(dev, metric):
+        symptom.commands = jumping_commands(int(train.get("per_device_train_batch_size", 8)), learning_rate)
+        found.append(symptom)
+    return found
+
+
+def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
+    """Every symptom of the run in `run_dir`; with `predict`, the dev split is run through the model (classify)."""
+    metrics, config, recipe = read_run(run_dir)
+    metric = metrics.get("selection_metric") or "loss"
+    history = read_log_history(run_dir)
+    notes = [] if history else ["no log history found (log_history.json or checkpoint-*/trainer_state.json): the "
+                                "training-curve checks were skipped"]
+    symptoms = curve_symptoms(history, metric, config.get("train") or {})
+    final = (metrics.get("eval") or {}).get(metric)
+    if symptom := everything_low(final if isinstance(final, (int, float)) else None, metric):
+        symptom.commands = [inspect_command(config)]
+        symptoms.append(symptom)
+    diagnosis = Diagnosis(str(run_dir), symptoms, notes=notes)
+    dev_file = (config.get("data") or {}).get("eval")
+    if predict and recipe == "classify" and dev_file and Path(dev_file).is_file():
+        suspect_data(diagnosis, dev_predictions(str(run_dir), dev_file))
+    for symptom in diagnosis.symptoms:
+        symptom.commands = [c if c.startswith("bertkit ") else rerun_command(run_dir, recipe, c)
+                            for c in symptom.commands]
+    return diagnosis
+
+
+def suspect_data(diagnosis: Diagnosis, predictions) -> None:
+    """Add the chance warning and the groups of confident errors, from the model's own dev predictions."""
+    if predictions is None:
+        diagnosis.notes.append("not a single-label model: the dev-prediction checks were skipped")
+        return
+    texts, gold, probs, names = predictions
+    accuracy = float((probs.argmax(axis=1) == gold).mean()) if len(gold) else 0.0
+    if symptom := chance_warning(accuracy, gold, len(names)):
+        diagnosis.symptoms.insert(0, symptom)  # suspect the data before the model
+    diagnosis.errors = confident_errors(texts, gold, probs, names)
+
+
+def report_lines(diagnosis: Diagnosis) -> list[str]:
+    """The diagnosis as text: each symptom with its evidence and next commands, then the confident errors."""
+    lines = [f"diagnosis of {diagnosis.run_dir}"]
+    if not diagnosis.symptoms:
+        lines.append("no symptom found: the training curve and the dev predictions look healthy")
+    for number, symptom in enumerate(diagnosis.symptoms, 1):
+        lines.append(f"{number}. {symptom.name}")
+        lines.extend(f"   evidence: {line}" for line in symptom.evidence)
+        lines.append(f"   likely: {symptom.advice}")
+        lines.extend(f"   try: {command}" for command in symptom.commands)
+    if diagnosis.errors:
+        total = sum(count for _, _, count, _ in diagnosis.errors)
+        lines.append(f"confidently wrong on dev (probability >= {CONFIDENT}): {total} examples, by gold -> predicted")
+        for gold, predicted, count, texts in diagnosis.errors[:SHOWN_GROUPS]:
+            lines.append(f"   {gold} -> {predicted}: {count}")
+            lines.extend(f"      {text[:100]!r}" for text in texts)
+    lines.extend(f"note: {note}" for note in diagnosis.notes)
+    return lines
+
+
+__all__ = ["LOG_HISTORY_FILE", "Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
+           "loss_not_falling", "overfitting", "dev_not_improving", "jumping_metric", "everything_low", "chance_warning",
+           "confident_errors", "dev_predictions", "read_run", "curve_symptoms", "diagnose", "suspect_data",
+           "report_lines", "rerun_command", "inspect_command", "overfitting_commands", "jumping_commands"]
