@@ -24,5 +24,18 @@ def test_only_rank_zero_pushes(monkeypatch, pushes, rank, expected):
 @pytest.mark.parametrize("recipe", recipe_names())
 def test_every_recipe_pushes_through_the_rank_safe_helper(recipe):
     source = (RECIPES_DIR / f"{recipe}.py").read_text()
-    assert "push_finished_run(output_dir, cfg.run.push)" in source
-    assert "push_model(" not in source
+    assert "report(cfg, " in source  # bertkit.training.report: the summary, then push_finished_run
+    assert "push_model(" not in source and "push_finished_run(" not in source
+
+
+@pytest.mark.parametrize("repo", [None, "user/model"])
+def test_the_end_of_a_run_pushes_once_through_the_rank_safe_helper(monkeypatch, repo):
+    from types import SimpleNamespace
+
+    from bertkit.training import trainer
+
+    calls = []
+    monkeypatch.setattr(trainer, "run_summary", lambda *args: None)
+    monkeypatch.setattr(trainer, "push_finished_run", lambda output_dir, repo_id: calls.append((output_dir, repo_id)))
+    trainer.report(SimpleNamespace(run=SimpleNamespace(push=repo)), "classify", "title", {}, "runs/x")
+    assert calls == ([("runs/x", repo)] if repo else [])
