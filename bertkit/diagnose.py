@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BertkitError
-from .rundir import METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, checkpoints_newest_first, read_run_config
-from .training.run import LOG_HISTORY_FILE  # written by finish_run
+from .rundir import (LOG_HISTORY_FILE, METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, checkpoints_newest_first,
+                     read_run_config)
 
 NOT_FALLING = 0.05  # the last quarter's mean train loss must be at least 5 % under the first quarter's
 FALLING = 0.2  # "training loss falls": at least 20 % under
@@ -319,7 +319,7 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
     return lines
 
 
-__all__ = ["LOG_HISTORY_FILE", "Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
+__all__ = ["Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
            "loss_not_falling", "overfitting", "dev_not_improving", "jumping_metric", "everything_low", "chance_warning",
            "confident_errors", "dev_predictions", "read_run", "curve_symptoms", "diagnose", "suspect_data",
            "report_lines", "rerun_command", "inspect_command", "overfitting_commands", "jumping_commands"]

@@ -29,16 +29,17 @@ from __future__ import annotations
 from .checkpoints import (WEIGHT_FILES, check_weights, checkpoint_problem, checkpoints_newest_first,
                           last_complete_checkpoint, model_task, read_config_json, safetensors_problem)
 from .disk import disk_full_guard, is_disk_full
-from .files import (CONTINUATION_KEYS, CURVE_FILE, FINGERPRINT_FILE, LOCK_FILE, LOG_FILE, METRICS_FILE, RECORD_FILE,
-                    RUN_CONFIG_FILE, RUN_OUTPUTS, file_digest, read_run_config, save_run_config, write_json,
-                    write_json_atomic)
+from .files import (CONTINUATION_KEYS, CURVE_FILE, FINGERPRINT_FILE, LOCK_FILE, LOG_FILE, LOG_HISTORY_FILE,
+                    METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, RUN_OUTPUTS, file_digest, read_run_config,
+                    save_run_config, write_json, write_json_atomic)
 from .fingerprint import check_resume_fingerprint, fingerprint, fingerprint_difference
 from .lifecycle import begin, clear_old_run, start
 from .lock import acquire, lock_holder, release
 from .record import check_finished, is_bertkit_run, record_problem, remove_record, run_state, write_record
 
 __all__ = [
-    "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "METRICS_FILE", "CURVE_FILE",
+    "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "LOG_HISTORY_FILE", "METRICS_FILE",
+    "CURVE_FILE",
     "RUN_OUTPUTS", "CONTINUATION_KEYS", "run_state", "check_finished", "record_problem", "write_record",
     "remove_record", "acquire", "release", "lock_holder", "fingerprint", "fingerprint_difference",
     "check_resume_fingerprint", "start", "begin", "clear_old_run", "checkpoint_problem", "last_complete_checkpoint",

@@ -22,6 +22,7 @@ LOG_FILE = "train.log"  # bertkit/console.py
 RECORD_FORMAT = 1
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
+LOG_HISTORY_FILE = "log_history.json"  # every logged train loss and dev evaluation, by step (bertkit diagnose)
 
 EDITABLE = {"README.md"}  # recorded, but a user may improve the model card before pushing
 # The log is not part of what the run made: lines go on after the record (the summary, a push), and resume=true
@@ -40,7 +41,7 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
                "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
                "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", "*.png", "README.md",
                RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
-               "trainer_state.json", FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
+               "trainer_state.json", LOG_HISTORY_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
 
 
 def file_digest(path: Path) -> dict:
@@ -100,4 +101,4 @@ def _read_json(path: Path) -> dict | None:
 
 __all__ = ["RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "METRICS_FILE", "CURVE_FILE",
            "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
-           "file_digest", "write_json_atomic", "write_json", "read_run_config", "save_run_config"]
+           "LOG_HISTORY_FILE", "file_digest", "write_json_atomic", "write_json", "read_run_config", "save_run_config"]

@@ -16,11 +16,10 @@ from ..console import is_main_process, run_log, say
 from ..display import use_display
 from ..errors import BertkitError
 from ..model_card import render_model_card
-from ..rundir import CURVE_FILE, METRICS_FILE, save_run_config, write_json
+from ..rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
 from .plots import plot_training_curve
 
 logger = logging.getLogger("bertkit")
-LOG_HISTORY_FILE = "log_history.json"  # every logged train loss and dev evaluation, by step
 
 
 def start_run(cfg, recipe: str) -> None:
