@@ -409,8 +409,10 @@ def test_the_lock_is_taken_by_rank_zero_only(tmp_path, monkeypatch):
     """Under torchrun the other ranks neither lock nor check: rank 0 writes, and a lock each would deadlock."""
     from bertkit.training import start_run
 
+    from bertkit.options import RunOptions
+
     class Cfg:
-        output_dir, resume, overwrite = str(tmp_path / "run"), False, False
+        run = RunOptions(output_dir=str(tmp_path / "run"))
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setattr("bertkit.training.run.config_to_dict", lambda cfg: {})
