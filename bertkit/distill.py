@@ -27,6 +27,7 @@ import transformers
 from .errors import BertkitError
 from .losses import IGNORE_INDEX
 from .modeling_bert import BertkitForSequenceClassification
+from .training.trainer import FineTuningTrainer
 
 
 @dataclass
@@ -129,7 +130,7 @@ def distillation_loss(student_out, teacher_out, labels, attention_mask, options:
     return total + options.hidden_weight * parts.get("hidden", 0.0), parts
 
 
-class DistillationTrainer(transformers.Trainer):
+class DistillationTrainer(FineTuningTrainer):
     """Trainer whose loss is `distillation_loss` against a frozen teacher (eval mode, no gradients, on the
     student's device). The loss is a per-micro-batch mean: the Trainer divides it by the accumulation steps."""
 

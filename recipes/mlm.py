@@ -50,7 +50,7 @@ from bertkit.tasks.mlm.streaming import (first_texts_of, held_by_hash, stream_ex
 from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scratch_size, train_wordpiece,
                                           write_vocab_txt)
 from bertkit.tasks.mlm.words import resolve_whole_word
-from bertkit.training import (begin, check_positions, finish_run, optimizer_with_llrd, report, resume_checkpoint,
+from bertkit.training import (FineTuningTrainer, begin, check_positions, finish_run, report, resume_checkpoint,
                               run_trainer, training_arguments)
 
 
@@ -302,11 +302,11 @@ def build_trainer(cfg: Config, model, tokenizer, args, train_examples, held_out,
     callbacks = [MaskingEpochCallback(train_masking)]
     if cfg.tune.early_stopping_patience:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    return transformers.Trainer(
+    return FineTuningTrainer(
         model=model, args=args, train_dataset=train_examples,
         eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
         data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None))
+        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
 
 
 def collect_results(before: dict, after: dict, held_out, train_result, whole_word: str, notes: dict,

@@ -5,7 +5,7 @@ the files a run leaves behind (metrics.json, training curve, resolved config, mo
     lora.py        add_lora, check_lora_targets (LoraOptions: bertkit/options.py)
     optimizer.py   optimizer_with_llrd and its learning-rate table
     run.py         start_run, resume_checkpoint, run_trainer, finish_run
-    trainer.py     what every main does: begin, check_positions, fine_tuning_trainer, merge_lora, results, report
+    trainer.py     what every main does: begin, FineTuningTrainer (LLRD AdamW built at train start), check_positions, fine_tuning_trainer, merge_lora, results, report
     plots.py       the training curve
 """
 
@@ -16,11 +16,11 @@ from .lora import add_lora, check_lora_targets
 from .optimizer import lr_rows, optimizer_with_llrd, show_learning_rates
 from .plots import plot_training_curve
 from .run import finish_run, resume_checkpoint, run_trainer, start_run
-from .trainer import begin, check_positions, fine_tuning_trainer, merge_lora, report, results
+from .trainer import FineTuningTrainer, begin, check_positions, fine_tuning_trainer, merge_lora, report, results
 
 __all__ = [
     "add_lora", "check_lora_targets", "training_arguments", "trainer_kwargs", "selection_metric",
     "optimizer_with_llrd", "lr_rows", "show_learning_rates", "start_run", "resume_checkpoint", "run_trainer",
-    "finish_run", "plot_training_curve", "begin", "check_positions", "fine_tuning_trainer", "merge_lora", "results",
+    "finish_run", "plot_training_curve", "begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer", "merge_lora", "results",
     "report",
 ]

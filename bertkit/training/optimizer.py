@@ -14,15 +14,20 @@ from ..optim import ADAMW_OPTIMS, build_optimizer, lr_table, optim_name
 def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: float, head_lr: float | None):
     """The LLRD AdamW, its learning-rate table printed; None (Trainer builds `train.optim` itself) when another
     optimizer is asked for and no layer-wise rates are."""
+    check_optimizer(args, decay, head_lr)
     if optim_name(args) not in ADAMW_OPTIMS:
-        if decay != 1.0 or head_lr is not None:
-            raise BertkitError(f"train.optim={optim_name(args)} cannot take layer-wise learning rates (llrd, head_lr)"
-                               f" — use train.optim=adamw_torch_fused or adamw_torch, or set llrd=1.0 and no head_lr")
         say(f"optimizer: {optim_name(args)} (built by Trainer; no layer-wise learning rates)")
         return None
     optimizer = build_optimizer(model, args, decay, head_lr)
     show_learning_rates(lr_rows(lr_table(optimizer.param_groups)), decay, args.weight_decay)
     return optimizer
+
+
+def check_optimizer(args: transformers.TrainingArguments, decay: float, head_lr: float | None) -> None:
+    """Refuse layer-wise learning rates with an optimizer that is not bertkit's AdamW."""
+    if optim_name(args) not in ADAMW_OPTIMS and (decay != 1.0 or head_lr is not None):
+        raise BertkitError(f"train.optim={optim_name(args)} cannot take layer-wise learning rates (llrd, head_lr)"
+                           f" — use train.optim=adamw_torch_fused or adamw_torch, or set llrd=1.0 and no head_lr")
 
 
 def lr_rows(groups: list[tuple[str, int, float, float]]) -> dict[str, tuple[int, float]]:
@@ -59,4 +64,4 @@ def show_learning_rates(rows: dict[str, tuple[int, float]], decay: float, weight
     show(table)
 
 
-__all__ = ["optimizer_with_llrd", "lr_rows", "show_learning_rates"]
+__all__ = ["optimizer_with_llrd", "check_optimizer", "lr_rows", "show_learning_rates"]

@@ -13,7 +13,7 @@ from ..console import run_summary
 from ..errors import BertkitError
 from ..hub import push_finished_run
 from .arguments import selection_metric, training_arguments
-from .optimizer import optimizer_with_llrd
+from .optimizer import check_optimizer, optimizer_with_llrd
 from .run import start_run
 
 
@@ -34,8 +34,25 @@ def check_positions(max_length: int, config) -> None:
                            f"{config.max_position_embeddings}")
 
 
+class FineTuningTrainer(transformers.Trainer):
+    """transformers.Trainer whose optimizer is bertkit's AdamW with layer-wise learning-rate decay, built when
+    training starts rather than handed in: a Trainer with `model_init` (a search's trials rebuild the model) cannot
+    take `optimizers=`, and each new model needs its own parameter groups."""
+
+    def __init__(self, *args, llrd: float = 1.0, head_lr: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_optimizer(self.args, llrd, head_lr)  # now, not when training starts and an old run is gone
+        self.llrd, self.head_lr = llrd, head_lr
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is None:
+            self.optimizer = optimizer_with_llrd(self.model if model is None else model, self.args, self.llrd,
+                                                 self.head_lr)
+        return self.optimizer if self.optimizer is not None else super().create_optimizer(model)
+
+
 def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
-                        data_collator=None, trainer_class=transformers.Trainer,
+                        data_collator=None, trainer_class=FineTuningTrainer,
                         **trainer_options) -> tuple[transformers.Trainer, str | None]:
     """A Trainer over `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise
     learning-rate decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
@@ -49,8 +66,8 @@ def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None
     trainer = trainer_class(
         model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics, callbacks=callbacks,
-        optimizers=(optimizer_with_llrd(model, args, cfg.tune.llrd, cfg.tune.head_lr), None), **trainer_options)
+        compute_metrics=compute_metrics, callbacks=callbacks, llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
+        **trainer_options)
     return trainer, selection_metric(args, selection)
 
 
@@ -75,4 +92,4 @@ def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
         push_finished_run(output_dir, cfg.run.push)
 
 
-__all__ = ["begin", "check_positions", "fine_tuning_trainer", "merge_lora", "results", "report"]
+__all__ = ["begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer", "merge_lora", "results", "report"]
