@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 OFFLINE := HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: setup demo test test-all lint bench bench-model bench-e2e clean
+.PHONY: setup demo test test-serial lint bench bench-model bench-e2e clean
 
 setup: $(VENV)/.bertkit-installed
 
@@ -22,7 +22,11 @@ demo: setup
 	$(OFFLINE) $(BIN)/bertkit predict runs/en_sentiment data/en_sentiment/dev.csv -o runs/en_sentiment/dev_predictions.jsonl
 
 # The suite includes tests/test_wheel.py: the wheel installed into a fresh venv (with this torch pin), run from /tmp.
+# One pytest worker per core (pytest-xdist); `make test-serial` runs them one after another.
 test: setup
+	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q -n auto --dist loadfile
+
+test-serial: setup
 	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q
 
 lint: setup
