@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -213,13 +213,6 @@ def _tree_rss(process) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ the report
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def spread(values: list[float], digits: int = 1) -> str:

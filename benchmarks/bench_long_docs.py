@@ -1,0 +1,146 @@
+"""Long documents on real data, through the CLI: truncation against windows, and the three ways of turning a
+document's windows into one prediction.
+
+    head        [CLS] first tokens [SEP]                    long_doc.strategy=head (the default)
+    head_tail   first head_tokens + the end                 long_doc.strategy=head_tail long_doc.head_tokens=L/4
+    chunk-mean  windows trained as examples, mean prob.     long_doc.strategy=chunk long_doc.aggregate=mean
+    chunk-max   the chunk-mean run's model, per-label max   (evaluated with aggregate=max; no second training)
+    chunk-attn  windows encoded together, learned attention long_doc.strategy=chunk long_doc.aggregate=attention
+                pooling, one loss per document
+
+For each max_length and seed every variant trains from the embedded MiniLM on the same rows with the same budget
+(epochs, learning rate); batch sizes count rows (windows for chunk-mean, documents for chunk-attn, see --attn-batch).
+The table prints dev accuracy / macro-F1 mean ± sd over the seeds and the mean wall time of the run.
+
+    python benchmarks/bench_long_docs.py --data ../shared/data/real/en_bbc_news_long [--rows 300]
+        [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--work /tmp/bench_long_docs]
+
+--data is a folder with train.csv / val.csv (`text,category`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from machine import cpu_model  # benchmarks/machine.py
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
+VARIANTS = ["head", "head_tail", "chunk-mean", "chunk-max", "chunk-attn"]
+
+
+def subset_csv(source: Path, target: Path, rows: int | None) -> Path:
+    """The first `rows` rows of a text,category csv as text,label."""
+    with open(source, encoding="utf-8", newline="") as handle:
+        records = [(row["text"], row["category"]) for row in csv.DictReader(handle)]
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows(records[:rows])
+    return target
+
+
+def bertkit(*args: str) -> float:
+    """Run the CLI of this environment; the wall time in seconds."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "bertkit", *args], env=ENV, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"bertkit {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def variant_options(variant: str, max_length: int, attn_batch: int) -> list[str]:
+    if variant == "head":
+        return ["long_doc.strategy=head"]
+    if variant == "head_tail":
+        return ["long_doc.strategy=head_tail", f"long_doc.head_tokens={max_length // 4}"]
+    if variant == "chunk-mean":
+        return ["long_doc.strategy=chunk", "long_doc.aggregate=mean"]
+    return ["long_doc.strategy=chunk", "long_doc.aggregate=attention",
+            f"train.per_device_train_batch_size={attn_batch}"]
+
+
+def scores(metrics: dict) -> dict:
+    return {"accuracy": metrics["accuracy"], "macro_f1": metrics["macro_f1"]}
+
+
+def max_aggregated(run_dir: Path, dev: Path, work: Path) -> tuple[dict, float]:
+    """The chunk-mean model's dev scores with windows aggregated by per-label max: a copy of the run directory
+    (weights hard-linked) whose saved settings say aggregate=max, evaluated by `bertkit evaluate`."""
+    copy = work / f"{run_dir.name}-max"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run_dir, copy, copy_function=os.link, ignore=shutil.ignore_patterns("checkpoint-*"))
+    config_file = copy / "config.json"
+    config = json.loads(config_file.read_text())
+    config["bertkit_task_settings"]["long_doc"]["aggregate"] = "max"
+    config_file.unlink()  # a hard link: write a new file, not through to the run's own config.json
+    config_file.write_text(json.dumps(config, indent=2))
+    elapsed = bertkit("evaluate", str(copy), str(dev), "-o", str(copy / "max_metrics.json"))
+    return scores(json.loads((copy / "max_metrics.json").read_text())), elapsed
+
+
+def one_cell(max_length: int, seed: int, train: Path, dev: Path, args) -> dict:
+    """Every variant at one max_length and seed: {variant: {accuracy, macro_f1, time}}."""
+    common = [f"data.train={train}", f"data.eval={dev}", f"data.max_length={max_length}", f"seed={seed}",
+              "precision=fp32", f"train.num_train_epochs={args.epochs}", "train.learning_rate=5.0e-5",
+              "train.per_device_train_batch_size=16", "train.logging_steps=10", "overwrite=true"]
+    cell = {}
+    for variant in ("head", "head_tail", "chunk-mean", "chunk-attn"):
+        run_dir = args.work / f"{variant}-{max_length}-{seed}"
+        elapsed = bertkit("run", "classify", f"output_dir={run_dir}", *common,
+                          *variant_options(variant, max_length, args.attn_batch))
+        cell[variant] = {**scores(json.loads((run_dir / "metrics.json").read_text())["eval"]), "time": elapsed}
+        if variant == "chunk-mean":
+            result, evaluated = max_aggregated(run_dir, dev, args.work)
+            cell["chunk-max"] = {**result, "time": elapsed, "eval_time": evaluated}
+        print(json.dumps({"max_length": max_length, "seed": seed, "variant": variant, **cell[variant]}), flush=True)
+    return cell
+
+
+def band(values: list[float]) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
+
+
+def print_table(results: dict, args) -> None:
+    print(f"\n{cpu_model()}, {os.cpu_count()} cores; MiniLM, {args.rows} training "
+          f"documents, {args.epochs} epoch(s), lr 5e-5, batch 16 rows (chunk-attn: {args.attn_batch} documents), "
+          f"{len(args.seeds)} seeds; chunk-max reuses the chunk-mean model")
+    print("| max_length | variant | dev accuracy | dev macro-F1 | wall time (s) |\n|---|---|---|---|---|")
+    for max_length, cells in results.items():
+        for variant in VARIANTS:
+            runs = [cell[variant] for cell in cells]
+            print(f"| {max_length} | {variant} | {band([r['accuracy'] for r in runs])} | "
+                  f"{band([r['macro_f1'] for r in runs])} | {statistics.mean(r['time'] for r in runs):.0f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--rows", type=int, default=300)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--attn-batch", type=int, default=4)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench_long_docs"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    train = subset_csv(args.data / "train.csv", args.work / "train.csv", args.rows)
+    dev = subset_csv(args.data / "val.csv", args.work / "val.csv", None)
+    results = {length: [] for length in args.lengths}
+    for seed in args.seeds:  # seeds outermost: a stopped run still has whole seeds for every cell
+        for length in args.lengths:
+            results[length].append(one_cell(length, seed, train, dev, args))
+    print_table(results, args)
+
+
+if __name__ == "__main__":
+    main()
