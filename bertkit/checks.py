@@ -7,7 +7,7 @@ work before any model or data is loaded (nothing here loads either: paths are on
     check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, train, paths
 
 The shared options of bertkit/options.py check themselves with the same rules when they are built
-(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience; `LoraOptions.check`: lora.*).
+(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience, search.*, seeds; `LoraOptions.check`: lora.*).
 
 Every check raises `ConfigValueError` with one line that names the key, the rule and the fix; `load_config` adds
 where the key was set (`(from override data.max_length=1)`).
@@ -81,6 +81,42 @@ def check_patience(patience: int | None, key: str = "early_stopping_patience") -
     if patience is not None:
         require(patience >= 1, key, patience, "at least 1 (evaluations without improvement)",
                 f"e.g. {key}=3, or null to train every epoch")
+
+
+def _check_range(values: list, key: str, low: float, high: float, rule: str, example: str) -> None:
+    """A [min, max] search range: two numbers, min <= max, both inside [low, high] (`rule` says it in words)."""
+    require(len(values) == 2, key, values, "two numbers [min, max]", f"e.g. {key}={example}")
+    require(values[0] <= values[1], key, values, "[min, max] with min <= max", f"e.g. {key}={example}")
+    require(low <= values[0] and values[1] <= high, key, values, rule, f"e.g. {key}={example}")
+
+
+def check_search(search) -> None:
+    """search.* (bertkit/options.py SearchOptions): the trial count and each range the trials draw from."""
+    require(search.trials >= 0, "search.trials", search.trials, "0 (no search) or more", "e.g. search.trials=8")
+    _check_range(search.learning_rate, "search.learning_rate", 1e-12, 1.0, "above 0 and at most 1",
+                 "[2.0e-5,5.0e-5]")
+    require(len(search.batch_sizes) > 0 and all(size >= 1 for size in search.batch_sizes), "search.batch_sizes",
+            search.batch_sizes, "a non-empty list of sizes of at least 1", "e.g. search.batch_sizes=[16,32]")
+    _check_range(search.epochs, "search.epochs", 1, float("inf"), "whole epochs, at least 1", "[2,4]")
+    _check_range(search.warmup, "search.warmup", 0.0, 0.999, "shares of the training steps in [0, 1)", "[0.0,0.1]")
+    _check_range(search.llrd, "search.llrd", 1e-12, 1.0, "above 0 and at most 1 (1.0 = no decay)", "[0.8,1.0]")
+
+
+def check_seed_band(seeds: list[int] | None, searching: bool) -> None:
+    """seeds=[...]: two or more distinct valid seeds, and not together with a search (each trial would need its
+    own band: trials x seeds runs)."""
+    if seeds is None:
+        return
+    require(len(seeds) >= 2, "seeds", seeds, "two or more seeds (a band; one run takes seed=N)",
+            "e.g. seeds=[42,43,44], or seeds=null and seed=42")
+    for seed in seeds:
+        check_seed(seed, "seeds")
+    require(len(set(seeds)) == len(seeds), "seeds", seeds, "distinct seeds (a repeated one reruns the same run)",
+            "e.g. seeds=[42,43,44]")
+    if searching:
+        raise ConfigValueError("seeds", "config key 'seeds' cannot go with search.trials (a band per trial is not "
+                                        "supported) — search first, then rerun its best settings with seeds=[...] "
+                                        "and search.trials=0")
 
 
 def check_probability(value: float, key: str, fix: str) -> None:
@@ -271,10 +307,24 @@ def check_trainer_settings(cfg, has_eval: bool) -> None:
 # ---------------------------------------------------------------------------------------------- a whole recipe
 
 
+def check_repeated_training(tune, resume, has_eval: bool) -> None:
+    """A search or seed band picks its model on the dev split, and starts every trial / seed afresh (no resume)."""
+    key = "search.trials" if tune.search.trials else "seeds" if tune.seeds else None
+    if key is None:
+        return
+    if not has_eval:
+        raise ConfigValueError(key, f"config key '{key}' needs a dev split to compare runs on, and data.eval is not "
+                                    f"set — set data.eval=<file>, or remove {key}")
+    if resume not in (False, None, "", "false"):
+        raise ConfigValueError(key, f"config key '{key}' cannot resume (every trial / seed starts from the pretrained "
+                                    f"model) — rerun with overwrite=true instead of resume, or remove {key}")
+
+
 def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
     """The checks every recipe shares beyond its options' own (bertkit/options.py): `train:` numbers and
-    combinations, early stopping against them, and the paths (model unless `model=False`, data files, which may be
-    Hub datasets when `hub_data`)."""
+    combinations, early stopping against them, a search or seed band against the dev split, and the paths (model
+    unless `model=False`, data files, which may be Hub datasets when `hub_data`)."""
+    check_repeated_training(cfg.tune, cfg.run.resume, has_eval)
     check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
     check_trainer_settings(cfg, has_eval)
@@ -286,7 +336,7 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 __all__ = [
     "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
-    "check_patience", "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
+    "check_patience", "check_search", "check_seed_band", "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
     "check_train_numbers",
     "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
     "check_trainer_settings", "check_recipe",

@@ -1,6 +1,7 @@
-"""The options every recipe shares, declared once: the run (`RunOptions`), the fine-tuning knobs (`FineTuning`)
-and LoRA (`LoraOptions`); the columns of a classification file (`ColumnOptions`, classify and distill); the `model:`
-key (`pretrained_model`) and the `train:` defaults (`training_defaults`) of a fine-tuning recipe. Each option class
+"""The options every recipe shares, declared once: the run (`RunOptions`), the fine-tuning knobs (`FineTuning`),
+with its hyperparameter search (`SearchOptions`, the `search.*` keys) and seed band (`seeds`), and LoRA
+(`LoraOptions`); the columns of a classification file (`ColumnOptions`, classify and distill); the `model:` key
+(`pretrained_model`) and the `train:` defaults (`training_defaults`) of a fine-tuning recipe. Each option class
 checks its own values where it is built (bertkit/checks.py rules).
 
 A recipe embeds the first two inline, so users keep writing the keys at the top level (`output_dir=...`,
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .checkpoints import DEFAULT_MODEL
-from .checks import check_learning_rates, check_lora, check_patience, check_resume, check_seed
+from .checks import (check_learning_rates, check_lora, check_patience, check_resume, check_search, check_seed,
+                     check_seed_band)
 
 
 @dataclass
@@ -53,6 +55,26 @@ class RunOptions:
 
 
 @dataclass
+class SearchOptions:
+    trials: int = 0
+    """Hyperparameter search: this many trials (Optuna, through Trainer.hyperparameter_search); 0 = off. Needs a dev
+    split; the best trial's model becomes the run's model."""
+    learning_rate: list[float] = field(default_factory=lambda: [2.0e-5, 5.0e-5])
+    """[min, max] of train.learning_rate, searched on a log scale (the BERT paper's 2e-5..5e-5)."""
+    batch_sizes: list[int] = field(default_factory=lambda: [16, 32])
+    """train.per_device_train_batch_size values to choose from."""
+    epochs: list[int] = field(default_factory=lambda: [2, 4])
+    """[min, max] of train.num_train_epochs (whole epochs)."""
+    warmup: list[float] = field(default_factory=lambda: [0.0, 0.1])
+    """[min, max] of train.warmup_steps as a share of the training steps."""
+    llrd: list[float] = field(default_factory=lambda: [0.8, 1.0])
+    """[min, max] of the layer-wise learning-rate decay (llrd); [1.0, 1.0] keeps it off."""
+    pruning: bool = True
+    """Stop a trial early when, at an evaluation, it is below the median of the finished trials (Optuna's
+    MedianPruner, from the first evaluation on)."""
+
+
+@dataclass
 class FineTuning:
     llrd: float = 1.0
     """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
@@ -60,14 +82,20 @@ class FineTuning:
     """Learning rate of the new task head (default: train.learning_rate)."""
     early_stopping_patience: int | None = None
     """Stop after this many evaluations without improvement (needs a dev split)."""
+    search: SearchOptions = field(default_factory=SearchOptions)
+    seeds: list[int] | None = None
+    """Train once per seed (e.g. [42,43,44]): mean ± sd of each dev metric, and the best seed's model kept."""
 
     def __post_init__(self):
         self.check()
 
     def check(self) -> None:
-        """Refuse learning-rate factors and a patience that cannot work (the dev split is checked by the recipe)."""
+        """Refuse learning-rate factors, a patience, search ranges and seeds that cannot work (the dev split is
+        checked by the recipe)."""
         check_learning_rates(self.llrd, self.head_lr)
         check_patience(self.early_stopping_patience)
+        check_search(self.search)
+        check_seed_band(self.seeds, searching=self.search.trials > 0)
 
 
 @dataclass
@@ -116,4 +144,5 @@ def training_defaults(learning_rate: float = 5e-5, epochs: int = 3, batch_size: 
             "per_device_eval_batch_size": eval_batch_size, "warmup_steps": 0.1, "weight_decay": 0.01}
 
 
-__all__ = ["RunOptions", "FineTuning", "LoraOptions", "ColumnOptions", "pretrained_model", "training_defaults"]
+__all__ = ["RunOptions", "SearchOptions", "FineTuning", "LoraOptions", "ColumnOptions", "pretrained_model",
+           "training_defaults"]

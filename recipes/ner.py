@@ -146,10 +146,9 @@ def main(cfg: Config) -> dict:
     train, dev, labels = load_data(cfg)
     id2label = dict(enumerate(labels))
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
-    model = build_model(cfg, model_path, labels, train.scheme)
     metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
-    trainer, selection = fine_tuning_trainer(
-        cfg, model, tokenizer, sets["train"], sets.get("dev"), SELECTION, metrics_fn,
+    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
+        cfg, lambda: build_model(cfg, model_path, labels, train.scheme), tokenizer, sets["train"], sets.get("dev"), SELECTION, metrics_fn,
         data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
     train_result = run_trainer(trainer, cfg)
 

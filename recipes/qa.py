@@ -165,12 +165,12 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading = load_data(
         cfg, tokenizer)
-    model = build_model(cfg, model_path, language)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
     compute_metrics = compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
                                          cfg.max_answer_length) if dev is not None else None
-    trainer, selection = fine_tuning_trainer(cfg, model, tokenizer, train, dev, SELECTION_METRIC, compute_metrics)
+    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
+        cfg, lambda: build_model(cfg, model_path, language), tokenizer, train, dev, SELECTION_METRIC, compute_metrics)
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_windows, dev_examples, cfg, language,

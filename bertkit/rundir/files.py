@@ -43,6 +43,10 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
                RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
                "trainer_state.json", LOG_HISTORY_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
 
+# Folders a run trains in beside its checkpoint-* ones: a search's trials (training/search.py) and a seed band's
+# seeds (training/seeds.py), each removed when it ends; one left by a kill goes with overwrite=true.
+RUN_FOLDERS = ("trial-*", "seed-*")
+
 
 def file_digest(path: Path) -> dict:
     with open(path, "rb") as handle:
@@ -101,4 +105,5 @@ def _read_json(path: Path) -> dict | None:
 
 __all__ = ["RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "METRICS_FILE", "CURVE_FILE",
            "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
+           "RUN_FOLDERS",
            "LOG_HISTORY_FILE", "file_digest", "write_json_atomic", "write_json", "read_run_config", "save_run_config"]

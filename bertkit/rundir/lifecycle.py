@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import BertkitError
-from .files import FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_OUTPUTS, _read_json, write_json_atomic
+from .files import FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS, _read_json, write_json_atomic
 from .fingerprint import check_resume_fingerprint, fingerprint
 from .lock import _RUNS, _key, acquire, release
 from .record import remove_record, run_state
@@ -28,7 +28,8 @@ def clear_old_run(run_dir: Path) -> tuple[int, int]:
     for path in sorted(run_dir.iterdir()):
         if path.name == LOCK_FILE:
             continue
-        if path.is_dir() and path.name.startswith("checkpoint-"):
+        if path.is_dir() and (path.name.startswith("checkpoint-") or
+                              any(fnmatch.fnmatch(path.name, pattern) for pattern in RUN_FOLDERS)):
             shutil.rmtree(path)
             checkpoints += 1
         elif path.is_file() and path.name != RECORD_FILE and (path.name in listed or _matches_output(path.name)):

@@ -62,8 +62,10 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
 
 
 def run_trainer(trainer: transformers.Trainer, cfg):
-    """trainer.train(), resuming as cfg.run.resume says; a full disk while saving a checkpoint is one line saying
-    where and which checkpoint was kept."""
+    """trainer.train(), resuming as cfg.run.resume says; or a hyperparameter search (search.trials, search.py) or
+    a seed band (seeds, seeds.py), which leave the chosen model on `trainer`. A full disk while saving a checkpoint
+    is one line saying where and which checkpoint was kept."""
+    repeated = repeated_training(trainer, cfg)
     checkpoint = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
     if checkpoint:
         say(f"resuming from {checkpoint}")
@@ -73,7 +75,30 @@ def run_trainer(trainer: transformers.Trainer, cfg):
         run_log.open(cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
     use_display(trainer)
     with rundir.disk_full_guard(cfg.run.output_dir, "a checkpoint"):
+        if repeated is not None:
+            return repeated()
         return trainer.train(resume_from_checkpoint=checkpoint)
+
+
+def repeated_training(trainer: transformers.Trainer, cfg):
+    """The search or seed band cfg asks for, as a function to call; None for one training. Refused (before the old
+    run is cleared) for a recipe whose trainer cannot rebuild its model."""
+    tune = getattr(cfg, "tune", None)
+    key = ("search.trials" if tune is not None and tune.search.trials else
+           "seeds" if tune is not None and tune.seeds else None)
+    if key is None:
+        return None
+    if trainer.model_init is None:
+        raise BertkitError(f"{key} is not available for this recipe (its trainer cannot rebuild the model for every "
+                           f"run) — remove {key}; ner, qa, choice and classify support it")
+    if key == "search.trials":
+        from .search import load_optuna, run_search
+
+        load_optuna()  # a missing optuna is said now, before the old run is cleared
+        return lambda: run_search(trainer, cfg)
+    from .seeds import run_seeds
+
+    return lambda: run_seeds(trainer, tune.seeds)
 
 
 def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,

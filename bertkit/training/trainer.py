@@ -4,14 +4,18 @@ the results, report."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+import torch
 import transformers
 
 from ..console import run_summary
 from ..errors import BertkitError
 from ..hub import push_finished_run
+from ..rundir import METRICS_FILE
+from .chosen import choice_rows
 from .arguments import selection_metric, training_arguments
 from .optimizer import check_optimizer, optimizer_with_llrd
 from .run import start_run
@@ -50,11 +54,29 @@ class FineTuningTrainer(transformers.Trainer):
                                                  self.head_lr)
         return self.optimizer if self.optimizer is not None else super().create_optimizer(model)
 
+    def _report_to_hp_search(self, trial, step, metrics):
+        # A search's trials differ in batch size, so the same global step is a different point of training in each:
+        # number the reports by evaluation, so that the pruner compares trials after the same share of training.
+        evaluations = sum(1 for entry in self.state.log_history if "eval_runtime" in entry)
+        return super()._report_to_hp_search(trial, evaluations, metrics)
+
+
+def _model_and_init(cfg, model) -> tuple:
+    """(model, model_init) for Trainer, from a model or a function building one: a search or seed band hands
+    Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the model."""
+    if isinstance(model, torch.nn.Module):
+        return model, None
+    if cfg.tune.search.trials or cfg.tune.seeds:
+        return None, model
+    transformers.set_seed(cfg.run.seed)  # as Trainer seeds before a model_init: the new head drawn from the seed
+    return model(), None
+
 
 def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
                         data_collator=None, trainer_class=FineTuningTrainer,
                         **trainer_options) -> tuple[transformers.Trainer, str | None]:
-    """A Trainer over `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise
+    """A Trainer of `model` (the model, or a function of no arguments building a fresh one: what search.trials and
+    seeds need) over `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise
     learning-rate decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
     evaluations without gain. `selection` is the task's metric for the best checkpoint; returned with the trainer is
     the one in force (train.metric_for_best_model may name another)."""
@@ -63,8 +85,9 @@ def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None
     callbacks = list(trainer_options.pop("callbacks", []))
     if cfg.tune.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
+    model, model_init = _model_and_init(cfg, model)
     trainer = trainer_class(
-        model=model, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
         data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics, callbacks=callbacks, llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
         **trainer_options)
@@ -79,17 +102,29 @@ def merge_lora(trainer: transformers.Trainer, lora) -> None:
 
 def results(metrics: dict, train_result, started: float, **entries) -> dict:
     """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the recipe's
-    own `entries`, and the wall time since `started` (begin)."""
+    own `entries`, how a search or seed band chose the model (`search` / `seeds`, run_trainer), and the wall time
+    since `started` (begin)."""
     return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
-            "wall_time_s": round(time.perf_counter() - started, 1)}
+            **getattr(train_result, "choice", {}), "wall_time_s": round(time.perf_counter() - started, 1)}
 
 
 def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
     """The end of every run: the summary table with the next commands, then the push (cfg.run.push) of the finished
-    run directory."""
+    run directory. After a search or seed band (metrics.json's `search` / `seeds`), the rows say how the model was
+    chosen: the best trial and its settings, or each dev metric as mean ± sd over the seeds."""
+    rows = choice_rows(rows, _read_choice(Path(output_dir) / METRICS_FILE))
     run_summary(title, {**rows, "saved to": str(output_dir)}, output_dir, recipe)
     if cfg.run.push:
         push_finished_run(output_dir, cfg.run.push)
+
+
+def _read_choice(path: Path) -> dict:
+    """metrics.json's `search` / `seeds` entry ({} for one training, or where rank 0 wrote none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: data[key] for key in ("search", "seeds") if isinstance(data, dict) and key in data}
 
 
 __all__ = ["begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer", "merge_lora", "results", "report"]
