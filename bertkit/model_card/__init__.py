@@ -21,6 +21,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .. import tasks
 from ..configuration_bert import bertkit_only_reason
 from ..errors import BertkitError
+from .selection import chosen_hyperparameters, selection_section
 from .usage import usage_snippet
 
 _PLAIN_TASK = ("feature-extraction", "AutoModel")  # a bare encoder, or an adapter on none of the heads
@@ -281,6 +282,7 @@ def _body(card: dict) -> str:
             parts.append(_table(("metric", "value"), [(k, _fmt(v)) for k, v in card["metrics"].items()]))
         if card["curve"]:
             parts.append("![Training curve](training_curve.png)")
+    parts += card["selection"]
     if card["labels"]:
         parts += ["## Labels", _table(("id", "label"), card["labels"])]
     parts += ["## How to use", usage_snippet(card)]
@@ -313,6 +315,8 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     lora = _lora(cfg) is not None or "peft_type" in model_config
     data_files = _data_files(cfg)
     eval_file = next((p for s, p in data_files if s in ("validation", "eval", "test")), None)
+    run_metrics = _read_json(model_dir / "metrics.json") if (model_dir / "metrics.json").is_file() else {}
+    run_metrics = run_metrics if isinstance(run_metrics, dict) else {}
     return {
         "name": (repo_id or model_dir.resolve().name).split("/")[-1],
         "repo_id": repo_id or _PLACEHOLDER_REPO,
@@ -325,9 +329,10 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "datasets": list(datasets) if datasets else None,
         "tags": ["bertkit", "bert", tag] + (["lora"] if lora else []),
         "recipe": _lookup(cfg, "recipe", "recipe.name"),
-        "hparams": hyperparameters(cfg),
+        "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
         "metrics": read_metrics(model_dir / "metrics.json"),
+        "selection": selection_section(run_metrics),
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),
         "curve": (model_dir / "training_curve.png").is_file(),

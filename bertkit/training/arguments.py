@@ -34,8 +34,8 @@ def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metr
     if has_eval:
         args.setdefault("eval_strategy", args["save_strategy"])
         args.setdefault("load_best_model_at_end", True)
-        if metric_for_best:
-            args.setdefault("metric_for_best_model", metric_for_best)
+        if metric_for_best and "metric_for_best_model" not in train:  # else TrainingArguments' default direction
+            args["metric_for_best_model"] = metric_for_best  # (higher is better unless the name ends in loss)
             args.setdefault("greater_is_better", greater_is_better)
     return args
 

@@ -109,21 +109,23 @@ def _band(mean: float, sd: float, count: int) -> str:
 
 def choice_rows(rows: dict, choice: dict) -> dict:
     """The summary table's rows for a search (its best trial and settings) or a seed band (each dev metric as
-    mean ± sd, and the kept seed)."""
+    mean ± sd, and the kept seed), before the wall time."""
+    added = {}
     if "seeds" in choice:
         band = choice["seeds"]
         count = len(band["runs"])
         rows = {name: _band(band["mean"][name], band["sd"][name], count) if name in band["mean"] else value
                 for name, value in rows.items()}
-        return {**rows, "kept seed": f"{band['best_seed']} (best {band['metric']})"}
-    if "search" in choice:
+        added = {"kept seed": f"{band['best_seed']} (best {band['metric']})"}
+    elif "search" in choice:
         search = choice["search"]
         pruned = sum(trial["state"] == "pruned" for trial in search["trials"])
         best = search["best"]
-        return {**rows, "best trial": f"#{best['number']} of {len(search['trials'])} ({pruned} pruned), "
-                                      f"{search['metric']} {best['objective']:.4f}",
-                "best settings": settings_text(best["params"])}
-    return rows
+        added = {"best trial": f"#{best['number']} of {len(search['trials'])} ({pruned} pruned), "
+                               f"{search['metric']} {best['objective']:.4f}",
+                 "best settings": settings_text(best["params"])}
+    timing = {name: value for name, value in rows.items() if name == "wall time (s)"}
+    return {**{name: value for name, value in rows.items() if name not in timing}, **added, **timing}
 
 
 SHORT_NAMES = {"learning_rate": "lr", "per_device_train_batch_size": "batch", "num_train_epochs": "epochs",
