@@ -34,7 +34,7 @@ from .console import say, summary
 from .errors import BertkitError
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
-from .rundir import RUN_CONFIG_FILE, read_run_config, remove_record, write_json_atomic, write_record
+from .rundir import RUN_CONFIG_FILE, model_task, read_run_config, remove_record, write_json_atomic, write_record
 
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
@@ -61,6 +61,10 @@ def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
     """The run's model in fp32 on CPU, with eager attention (what exports exactly)."""
     if is_onnx_export(run_dir):
         raise BertkitError(f"{run_dir} is an ONNX export already — export the run directory it came from")
+    if (model_task(run_dir) or "").endswith("ForDocumentClassification"):  # its attention pools across windows
+        raise BertkitError(f"{run_dir} holds a long_doc.aggregate=attention document model, which export does not "
+                           "support (the graph would be per window, without the pooling across windows) — run "
+                           f"`bertkit predict {run_dir} FILE` on the run directory itself")
     head = head_of(run_dir)
     model = load_finetuned(head.model_class, run_dir, head.recipe).float().cpu().eval()
     model.set_attn_implementation("eager")

@@ -9,7 +9,9 @@ The label map comes from the training split and is saved in the model config; wi
 every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it. Texts longer than
 data.max_length follow long_doc (bertkit/tasks/classify/long_docs.py): truncation (head, tail, head_tail) or
 overlapping windows (chunk) whose predictions are aggregated per document, so dev metrics always count documents,
-never windows. What predict / evaluate need (max_length, columns, long_doc) is saved in the model's config.json.
+never windows; long_doc.aggregate=attention trains a document model instead (bertkit/modeling_document.py): one row
+per document holding its windows (at most long_doc.max_windows, 16 when null), pooled by learned attention. What
+predict / evaluate need (max_length, columns, long_doc) is saved in the model's config.json.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from bertkit.config import INLINE
 from bertkit.console import load_pretrained, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
+from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks.classify import (SELECTION_METRIC, LongDocConfig, Settings, compute_metrics_fn, encode,
-                                    final_evaluation, first_windows, pop_doc_ids, read_examples)
+from bertkit.tasks.classify import (SELECTION_METRIC, DocumentCollator, LongDocConfig, Settings, compute_metrics_fn,
+                                    encode, final_evaluation, first_windows, pop_doc_ids, read_examples,
+                                    uses_attention)
 from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
                               results, run_trainer)
 
@@ -66,6 +70,11 @@ class Config:
                 "e.g. data.label_delimiter=';'")
         self.long_doc.check(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None)
+        if uses_attention(self.long_doc) and self.lora.enabled and not self.lora.merge:
+            # an adapter folder records no architecture: stock peft would rebuild a per-window sequence classifier
+            raise BertkitError("long_doc.aggregate=attention with lora.merge=false: stock peft would load the adapter "
+                               "as a per-window sequence classifier without the window attention — use "
+                               "lora.merge=true (the merged model is the document model)")
         if self.pooling == "mean" and self.lora.enabled and not self.lora.merge:
             # peft's AutoPeftModelForSequenceClassification rebuilds the base from its own config ([CLS] pooler),
             # not the task config beside the adapter: it would load such an adapter and silently predict otherwise
@@ -98,17 +107,35 @@ def load_data(cfg: Config, tokenizer):
         f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
         f"{', '.join(labels.names) if labels.names else 'regression'}")
     if cfg.long_doc.strategy == "chunk":
-        say(f"long_doc chunk: {len(splits[0])} train windows{f' / {len(splits[1])} dev windows' if dev else ''} "
-            f"of {cfg.data.max_length} tokens, stride {cfg.long_doc.stride}, {cfg.long_doc.aggregate} per document")
+        say_windows(cfg, *splits)
     return splits[0], splits[1], labels
+
+
+def say_windows(cfg: Config, train, dev) -> None:
+    """One line on the windows (attention: on the documents, which are the rows, and their window cap)."""
+    shape = f"of {cfg.data.max_length} tokens, stride {cfg.long_doc.stride}"
+    if not uses_attention(cfg.long_doc):
+        say(f"long_doc chunk: {len(train)} train windows{f' / {len(dev)} dev windows' if dev else ''} {shape}, "
+            f"{cfg.long_doc.aggregate} per document")
+        return
+    limit = cfg.long_doc.window_limit()
+    default = f" (long_doc.max_windows is null: the attention default {limit}; set it to change)" \
+        if cfg.long_doc.max_windows is None else ""
+    say(f"long_doc attention: {len(train)} train{f' / {len(dev)} dev' if dev else ''} documents, each at most "
+        f"{limit} evenly spaced windows{default} {shape}; a batch of per_device_train_batch_size documents runs up "
+        f"to {limit}x as many windows through the encoder")
 
 
 def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     """The classifier to fine-tune: the label map and pooling in its config, LoRA adapters when lora.enabled."""
     config = BertkitConfig.from_pretrained(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
     check_positions(cfg.data.max_length, config)
-    model = load_pretrained(BertkitForSequenceClassification, model_path, config=config, ignore_mismatched_sizes=True)
-    return add_lora(model, cfg.lora, task_type="SEQ_CLS") if cfg.lora.enabled else model
+    attention = uses_attention(cfg.long_doc)  # the document model: learned attention over each document's windows
+    model_class = BertkitForDocumentClassification if attention else BertkitForSequenceClassification
+    model = load_pretrained(model_class, model_path, config=config, ignore_mismatched_sizes=True)
+    if not cfg.lora.enabled:
+        return model
+    return add_lora(model, cfg.lora, task_type="SEQ_CLS", modules_to_save=["window_attention"] if attention else None)
 
 
 def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace):
@@ -149,7 +176,8 @@ def main(cfg: Config) -> dict:
     model = build_model(cfg, model_path, labels)
     trainer, selection = fine_tuning_trainer(
         cfg, model, tokenizer, train, dev, SELECTION_METRIC[labels.kind],
-        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate))
+        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate),
+        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None)
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels)

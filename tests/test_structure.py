@@ -18,7 +18,7 @@ LAYERS = {
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
     "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
     "bertkit.optim": 0, "bertkit.windows": 0, "bertkit.padding": 0, "bertkit.unpadding": 0,
-    "bertkit.modeling_bert": 1,
+    "bertkit.modeling_bert": 1, "bertkit.modeling_document": 1,
     "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.display": 2, "bertkit.precision": 2,
     "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
     "bertkit.config": 2,  # typed settings from YAML and mappings: recipes' configs and the tasks' saved Settings
@@ -84,9 +84,9 @@ def test_files_and_functions_stay_small(path):
 
 
 def test_the_architecture_table_names_every_head():
-    from bertkit import modeling_bert
+    from bertkit import modeling_bert, modeling_document
 
-    heads = [name.removeprefix("Bertkit") for name in modeling_bert.__all__
+    heads = [name.removeprefix("Bertkit") for name in modeling_bert.__all__ + modeling_document.__all__
              if name.startswith("BertkitFor")]
     assert sorted(heads) == sorted(task.suffix for task in tasks.TASKS)
     assert tasks.task_of_architecture("BertForTokenClassification").name == "ner"

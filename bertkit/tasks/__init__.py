@@ -36,6 +36,9 @@ class Task:
 TASKS = (
     Task("classify", "ForSequenceClassification", "text-classification", "AutoModelForSequenceClassification",
          "SEQ_CLS"),
+    # long_doc.aggregate=attention (bertkit/modeling_document.py): stock transformers loads it as the sequence head
+    Task("classify", "ForDocumentClassification", "text-classification", "AutoModelForSequenceClassification",
+         "SEQ_CLS"),
     Task("ner", "ForTokenClassification", "token-classification", "AutoModelForTokenClassification", "TOKEN_CLS"),
     Task("qa", "ForQuestionAnswering", "question-answering", "AutoModelForQuestionAnswering", "QUESTION_ANS"),
     Task("choice", "ForMultipleChoice", "multiple-choice", "AutoModelForMultipleChoice"),

@@ -8,7 +8,7 @@ import numpy as np
 
 from bertkit.data import ColumnMap, LabelSpace, load_split
 
-from .long_docs import LongDocConfig, encode_documents, warn_capped
+from .long_docs import LongDocConfig, Windows, encode_documents, first_windows, warn_capped
 
 
 def read_examples(path: str, columns: dict | None = None, labels: LabelSpace | None = None, require_label: bool = True,
@@ -23,20 +23,43 @@ def encode(tokenizer, split, columns: ColumnMap, max_length: int, long_doc: Long
            name: str = "train") -> datasets.Dataset:
     """Model rows of a split under the long-document strategy: input_ids, token_type_ids (real A/B segments for
     pairs), `labels` (each window carries its document's label) and `doc_id` (the row of the split it came from;
-    drop it before the model sees the rows)."""
+    drop it before the model sees the rows). Under long_doc.aggregate=attention a row is a document: input_ids and
+    token_type_ids hold its windows, and doc_id is the row's own index."""
     long_doc = long_doc or LongDocConfig()
     pairs = list(split[columns.text_pair]) if columns.text_pair else None
     windows = encode_documents(tokenizer, list(split[columns.text]), pairs, max_length, long_doc)
     warn_capped(windows, long_doc, name)
+    if long_doc.strategy == "chunk" and long_doc.aggregate == "attention":
+        rows, features = document_rows(windows)
+    else:
+        rows, features = window_rows(windows)
+    if "labels" in split.column_names:
+        labels = list(split["labels"])
+        rows["labels"] = [labels[i] for i in rows["doc_id"]]
+        features["labels"] = split.features["labels"]
+    return datasets.Dataset.from_dict(rows, features=datasets.Features(features))
+
+
+def window_rows(windows: Windows) -> tuple[dict, dict]:
+    """One row per window, with the document it came from."""
     rows = {"input_ids": windows.input_ids, "token_type_ids": windows.token_type_ids,
             "doc_id": windows.doc_ids.tolist()}
     features = {"input_ids": datasets.List(datasets.Value("int32")),
                 "token_type_ids": datasets.List(datasets.Value("int8")), "doc_id": datasets.Value("int64")}
-    if "labels" in split.column_names:
-        labels = list(split["labels"])
-        rows["labels"] = [labels[i] for i in windows.doc_ids]
-        features["labels"] = split.features["labels"]
-    return datasets.Dataset.from_dict(rows, features=datasets.Features(features))
+    return rows, features
+
+
+def document_rows(windows: Windows) -> tuple[dict, dict]:
+    """One row per document holding its windows (aggregate=attention: the model pools them; DocumentCollator
+    flattens a batch's windows). Its doc_id is its own index, so per-document scoring needs no aggregation."""
+    bounds = [*first_windows(windows.doc_ids).tolist(), len(windows.doc_ids)]  # a document's windows are adjacent
+    spans = list(zip(bounds, bounds[1:]))
+    rows = {"input_ids": [windows.input_ids[a:b] for a, b in spans],
+            "token_type_ids": [windows.token_type_ids[a:b] for a, b in spans], "doc_id": list(range(len(spans)))}
+    features = {"input_ids": datasets.List(datasets.List(datasets.Value("int32"))),
+                "token_type_ids": datasets.List(datasets.List(datasets.Value("int8"))),
+                "doc_id": datasets.Value("int64")}
+    return rows, features
 
 
 def pop_doc_ids(split):
@@ -44,4 +67,4 @@ def pop_doc_ids(split):
     return (split.remove_columns("doc_id"), np.asarray(split["doc_id"])) if split is not None else (None, None)
 
 
-__all__ = ["read_examples", "encode", "pop_doc_ids"]
+__all__ = ["read_examples", "encode", "window_rows", "document_rows", "pop_doc_ids"]

@@ -6,7 +6,9 @@ of a document's windows become one prediction per document.
     tail        [CLS] last room tokens [SEP]                    one row
     head_tail   [CLS] first head_tokens + last (room - head_tokens) [SEP]   one row (Sun et al. 2019: 128 + 382)
     chunk       windows of room tokens overlapping by `stride`  several rows, each with its document's label;
-                window predictions are aggregated per document (mean | max | vote)
+                window predictions are aggregated per document (mean | max | vote), or (aggregate=attention)
+                one row per document holding its windows, pooled by learned attention inside the model
+                (bertkit/modeling_document.py; tasks/classify/documents.py)
 
 Sentence pairs: the strategy applies to the longer segment; the shorter one is kept whole in every row when it takes
 at most half the room, else cut to half the room (the rule of the tokenizer's `longest_first`). The windows are the
@@ -29,6 +31,10 @@ from bertkit.windows import sliding_windows
 logger = logging.getLogger("bertkit")
 
 Span = tuple[int, int]  # [start, end) in the long segment's text tokens
+# aggregate=attention trains on documents: a batch of B documents puts up to B x this many windows through the encoder
+# (with their activations kept for the backward pass), so a document keeps at most this many evenly spaced windows
+# when long_doc.max_windows is null, in training, in dev evaluation and in predict / evaluate alike.
+ATTENTION_MAX_WINDOWS = 16
 
 
 @dataclass
@@ -41,8 +47,17 @@ class LongDocConfig:
     """chunk: tokens each window shares with the previous one."""
     max_windows: int | None = None
     """chunk: most windows per document, evenly spaced with the first and last kept (None = all)."""
-    aggregate: Literal["mean", "max", "vote"] = "mean"
-    """chunk: window probabilities -> document: mean, per-label max, or majority vote (ties: higher mean)."""
+    aggregate: Literal["mean", "max", "vote", "attention"] = "mean"
+    """chunk: window probabilities -> document: mean, per-label max, or majority vote (ties: higher mean); or
+    attention: the model weighs each document's window vectors (learned) and classifies the document once, trained
+    per document on at most max_windows windows (null: ATTENTION_MAX_WINDOWS = 16)."""
+
+    def window_limit(self) -> int | None:
+        """Most windows per document: max_windows, or under aggregate=attention (which trains on all the windows of
+        a batch's documents in one encoder pass) ATTENTION_MAX_WINDOWS when max_windows is null."""
+        if self.max_windows is None and self.aggregate == "attention":
+            return ATTENTION_MAX_WINDOWS
+        return self.max_windows
 
     def check(self, max_length: int, kind: str | None = None) -> None:
         """Raise a one-line BertkitError naming the key when the settings cannot work at this max_length."""
@@ -56,6 +71,10 @@ class LongDocConfig:
                                f"data.max_length={max_length} — set long_doc.stride={room // 4}")
         if self.max_windows is not None and self.max_windows < 1:
             raise BertkitError(f"long_doc.max_windows={self.max_windows} must be at least 1 (or null for all)")
+        if self.aggregate == "attention" and self.strategy != "chunk":
+            raise BertkitError(f"long_doc.aggregate=attention pools a document's windows, but long_doc.strategy="
+                               f"{self.strategy} makes one row per document — set long_doc.strategy=chunk, or "
+                               "long_doc.aggregate=mean")
         if self.strategy == "chunk" and self.aggregate == "vote" and kind == "regression":
             raise BertkitError("long_doc.aggregate=vote needs class labels — use mean or max for regression")
 
@@ -86,7 +105,8 @@ def plan_windows(n_tokens: int, room: int, cfg: LongDocConfig) -> tuple[list[lis
         return [[span for span in ((0, head), (n_tokens - (room - head), n_tokens)) if span[1] > span[0]]], False
     stride = cfg.stride if cfg.stride < room else room // 2  # a pair's short segment can shrink the room
     spans = sliding_windows(n_tokens, room, stride)
-    kept = evenly_spaced(len(spans), cfg.max_windows) if cfg.max_windows else range(len(spans))
+    limit = cfg.window_limit()
+    kept = evenly_spaced(len(spans), limit) if limit else range(len(spans))
     return [[spans[i]] for i in kept], len(kept) < len(spans)
 
 
@@ -164,8 +184,8 @@ def encode_documents(tokenizer, texts: list[str], pairs: list[str] | None, max_l
 def warn_capped(windows: Windows, cfg: LongDocConfig, what: str) -> None:
     if windows.capped:
         logger.warning("long_doc.max_windows=%d: %d of %d %s documents had more windows; each keeps %d evenly "
-                       "spaced ones (first and last included)", cfg.max_windows, windows.capped,
-                       len(np.unique(windows.doc_ids)), what, cfg.max_windows)
+                       "spaced ones (first and last included)", cfg.window_limit(), windows.capped,
+                       len(np.unique(windows.doc_ids)), what, cfg.window_limit())
 
 
 # ------------------------------------------------------------------------------------------------ aggregation
@@ -209,6 +229,6 @@ def first_windows(doc_ids: np.ndarray) -> np.ndarray:
     return np.unique(np.asarray(doc_ids), return_index=True)[1]
 
 
-__all__ = ["LongDocConfig", "Windows", "evenly_spaced", "plan_windows", "short_segment_keep",
+__all__ = ["ATTENTION_MAX_WINDOWS", "LongDocConfig", "Windows", "evenly_spaced", "plan_windows", "short_segment_keep",
            "covered", "with_special_tokens", "encode_documents", "warn_capped", "aggregate", "combine",
            "first_windows"]

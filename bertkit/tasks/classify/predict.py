@@ -1,7 +1,8 @@
 """`bertkit predict` and `bertkit evaluate` for classification models: load a run's output directory, read a file,
 and run the model in length-sorted batches under a token budget, giving results back in input order. Long documents
 follow the run's saved `long_doc` settings: with strategy chunk each document's windows are batched like any other
-rows and their probabilities aggregated, so there is always one result per input document."""
+rows and their probabilities aggregated (aggregate=attention: the windows' pooled vectors, gathered from the same
+batches, go through the document model's attention), so there is always one result per input document."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ from bertkit.display import ExamplesProgress
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForSequenceClassification
-from bertkit.rundir import RUN_CONFIG_FILE, write_json
+from bertkit.modeling_document import BertkitForDocumentClassification
+from bertkit.rundir import RUN_CONFIG_FILE, model_task, write_json
+
+from .documents import document_logits, is_document_model
 
 from .encode import read_examples
 from .long_docs import LongDocConfig, aggregate, encode_documents, warn_capped
@@ -34,7 +38,7 @@ LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (
 
 @dataclass
 class Classifier:
-    model: BertkitForSequenceClassification
+    model: BertkitForSequenceClassification | BertkitForDocumentClassification
     tokenizer: object
     labels: LabelSpace
     max_length: int
@@ -52,7 +56,7 @@ def read_model_settings(model_dir: str, model_config) -> Settings:
 
 def load_predictor(model_dir: str) -> Classifier:
     """The classifier of a run directory (or a stock BERT classifier), with the settings it was trained under."""
-    model = load_finetuned(BertkitForSequenceClassification, model_dir, "classify")
+    model = load_finetuned(model_class(model_dir), model_dir, "classify")
     settings = read_model_settings(model_dir, model.config)
     if settings.max_length is None:
         settings = dataclasses.replace(settings, max_length=min(512, model.config.max_position_embeddings))
@@ -62,15 +66,32 @@ def load_predictor(model_dir: str) -> Classifier:
                       settings.long_doc)
 
 
+def model_class(model_dir: str) -> type:
+    """The class of a run's model: the document model of long_doc.aggregate=attention, else the sequence head."""
+    architecture = model_task(model_dir) or ""
+    document = architecture.endswith(BertkitForDocumentClassification.__name__.removeprefix("Bertkit"))
+    return BertkitForDocumentClassification if document else BertkitForSequenceClassification
+
+
 @torch.inference_mode()
 def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[str] | None,
                           batch_size: int = 64, progress: ExamplesProgress | None = None) -> np.ndarray:
     """(N, C) probabilities for the N documents, in the order given; with long_doc.strategy=chunk, each document's
-    windows are run in the same token-budget batches as everything else and aggregated per document."""
+    windows are run in the same token-budget batches as everything else and aggregated per document (attention: the
+    document model pools their vectors)."""
     long_doc = classifier.long_doc
     windows = encode_documents(classifier.tokenizer, texts, pairs, classifier.max_length, long_doc)
     warn_capped(windows, long_doc, "input")
     features = windows.features()
+
+    def advance(rows: int) -> None:  # progress in documents: windows count as their share of the documents
+        if progress is not None:
+            progress.advance(rows * len(texts) / len(features))
+
+    if is_document_model(classifier.model):  # aggregate=attention: the model pools each document's windows
+        logits = document_logits(classifier.model, classifier.tokenizer, features, windows.doc_ids,
+                                 batch_size * classifier.max_length, batch_size, advance)
+        return probabilities(logits, classifier.labels.kind)
     batches = token_budget_batches([len(f["input_ids"]) for f in features], batch_size * classifier.max_length,
                                    batch_size)
     results = [None] * len(features)
@@ -79,8 +100,7 @@ def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[
         logits = run_batch(classifier.model, padded).logits.float().cpu().numpy()
         for row, index in enumerate(batch_indices):
             results[index] = logits[row]
-        if progress is not None:  # in documents: windows count as their share of the documents
-            progress.advance(len(batch_indices) * len(texts) / len(features))
+        advance(len(batch_indices))
     probs = probabilities(np.stack(results), classifier.labels.kind)
     return probs if long_doc.strategy != "chunk" else aggregate(probs, windows.doc_ids, classifier.labels.kind,
                                                                 long_doc.aggregate)
@@ -153,5 +173,5 @@ class _RecordWriter:
         self.handle.close()
 
 
-__all__ = ["Classifier", "read_model_settings", "load_predictor", "predict_probabilities", "predict_file",
-           "evaluate_file"]
+__all__ = ["Classifier", "read_model_settings", "model_class", "load_predictor", "predict_probabilities",
+           "predict_file", "evaluate_file"]
