@@ -49,9 +49,24 @@ def segment_softmax(scores: torch.Tensor, segments: torch.Tensor, num_segments: 
     return exp / total[segments]
 
 
+def _rows(inputs) -> torch.Tensor:
+    return next(tensor for tensor in inputs if tensor is not None)
+
+
+def _slice(inputs, start: int, count: int) -> tuple:
+    """Windows start..start+count of each per-window input (a broadcast (1, L) position_ids stays whole)."""
+    total = len(_rows(inputs))
+    return tuple(tensor[start:start + count] if tensor is not None and tensor.dim() > 1 and len(tensor) == total
+                 else tensor for tensor in inputs)
+
+
 class BertkitForDocumentClassification(BertkitPreTrainedModel):
     """Single-label, multi-label or regression per document (config.problem_type, or inferred from the labels as
     the sequence head does), from learned attention over the document's window vectors."""
+
+    inference_windows = 64
+    """Without gradients (evaluation), forward encodes at most this many windows per encoder call: a batch counts
+    documents, and per_device_eval_batch_size documents of up to max_windows windows each can be many windows."""
 
     def __init__(self, config: BertkitConfig):
         super().__init__(config)
@@ -99,8 +114,12 @@ class BertkitForDocumentClassification(BertkitPreTrainedModel):
         """Windows (W, L) of the batch's documents -> document logits (D, C). Without document_ids every window is
         its own document (what stock BertForSequenceClassification computes)."""
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
-        vectors = self.window_vectors(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                                      **kwargs)
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        if torch.is_grad_enabled() or len(_rows(inputs)) <= self.inference_windows:
+            vectors = self.window_vectors(*inputs, **kwargs)
+        else:  # evaluation: a batch of documents may hold many windows; encode them a slice at a time
+            vectors = torch.cat([self.window_vectors(*_slice(inputs, start, self.inference_windows), **kwargs)
+                                 for start in range(0, len(_rows(inputs)), self.inference_windows)])
         if document_ids is None:
             document_ids = torch.arange(len(vectors), device=vectors.device)
         output = self.classify_windows(vectors, document_ids, labels, num_items_in_batch)

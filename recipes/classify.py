@@ -28,9 +28,9 @@ from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks.classify import (SELECTION_METRIC, DocumentCollator, LongDocConfig, Settings, compute_metrics_fn,
-                                    encode, final_evaluation, first_windows, pop_doc_ids, read_examples,
-                                    uses_attention)
+from bertkit.tasks.classify import (SELECTION_METRIC, DevPredictions, DocumentCollator, LongDocConfig, Settings,
+                                    compute_metrics_fn, encode, final_evaluation, first_windows, pop_doc_ids,
+                                    read_examples, uses_attention)
 from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
                               results, run_trainer)
 
@@ -138,11 +138,11 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     return add_lora(model, cfg.lora, task_type="SEQ_CLS", modules_to_save=["window_attention"] if attention else None)
 
 
-def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace):
+def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace, memory: DevPredictions):
     """Dev metrics per document, the tuned multi-label threshold and the prediction files (none without dev)."""
     if dev is None:
         return {}, None, {}
-    return final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate)
+    return final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
 
 
 def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
@@ -173,14 +173,14 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
-    model = build_model(cfg, model_path, labels)
+    model, memory = build_model(cfg, model_path, labels), DevPredictions()  # memory: dev predictions by step
     trainer, selection = fine_tuning_trainer(
         cfg, model, tokenizer, train, dev, SELECTION_METRIC[labels.kind],
-        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate),
-        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None)
+        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
+        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None, callbacks=[memory])
     train_result = run_trainer(trainer, cfg)
 
-    metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels)
+    metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels, memory)
     prepare_final_model(trainer, cfg, labels, threshold)
     run = results(metrics, train_result, started, threshold=threshold, selection_metric=selection,
                   rows=row_counts(train, dev, dev_docs))

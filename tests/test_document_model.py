@@ -315,3 +315,17 @@ def test_lora_merged_attention_run_predicts(tiny_model_dir, long_docs, tmp_path)
     assert evaluated.exit_code == 0, evaluated.output
     assert json.loads(metrics_file.read_text())["accuracy"] == pytest.approx(
         json.loads((out / "metrics.json").read_text())["eval"]["accuracy"])
+
+
+def test_evaluation_encodes_many_windows_a_slice_at_a_time(monkeypatch):
+    """Under no_grad a batch of many windows goes through the encoder in slices of inference_windows: same logits."""
+    model = _model()
+    input_ids, document_ids = _windows(7, seed=4), torch.tensor([0, 0, 1, 1, 1, 2, 2])
+    with torch.no_grad():
+        whole = model(input_ids=input_ids, document_ids=document_ids).logits
+        calls = []
+        encode = model.bert.encode
+        monkeypatch.setattr(model.bert, "encode", lambda ids, *a, **k: calls.append(len(ids)) or encode(ids, *a, **k))
+        monkeypatch.setattr(model, "inference_windows", 3)
+        sliced = model(input_ids=input_ids, document_ids=document_ids).logits
+    assert calls == [3, 3, 1] and torch.allclose(whole, sliced, atol=1e-5)

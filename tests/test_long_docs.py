@@ -370,3 +370,32 @@ def test_inspect_reports_what_each_strategy_keeps(tiny_model_dir, long_docs, tok
     assert capped["windows_max"] == 4 and capped["mean_share_kept"] == pytest.approx(np.mean(np.array(kept) / lengths))
     assert capped["mean_share_kept"] < 1.0
     assert f"{report['head']['mean_share_kept']:.1%} kept" in result.output
+
+
+def test_final_evaluation_reuses_the_kept_checkpoints_dev_predictions():
+    """The predictions an evaluation during training made at the step of the kept weights stand in for one more dev
+    pass; at any other step (or without them) the final evaluation predicts."""
+    from types import SimpleNamespace
+
+    from bertkit.tasks.classify import DevPredictions, final_evaluation
+
+    labels = LabelSpace("single", ["neg", "pos"])
+    doc_ids = np.array([0, 0, 1])
+    memory = DevPredictions()
+    metrics_fn = compute_metrics_fn(labels, doc_ids=doc_ids, memory=memory)
+    for step, logits in ((10, [[3.0, 0.0], [2.0, 0.0], [0.0, 1.0]]), (20, [[0.0, 3.0], [0.0, 2.0], [1.0, 0.0]])):
+        metrics_fn(transformers.EvalPrediction(predictions=np.array(logits), label_ids=np.array([0, 0, 1])))
+        memory.on_evaluate(None, SimpleNamespace(global_step=step), None)
+
+    def trainer(best, load_best=True):
+        def predict(*args, **kwargs):
+            raise AssertionError("predicted again")
+        return SimpleNamespace(state=SimpleNamespace(global_step=20, best_model_checkpoint=best),
+                               args=SimpleNamespace(load_best_model_at_end=load_best), predict=predict)
+
+    assert final_evaluation(trainer("out/checkpoint-10"), None, doc_ids, labels, "mean", memory)[0]["accuracy"] == 1.0
+    assert final_evaluation(trainer("out/checkpoint-20"), None, doc_ids, labels, "mean", memory)[0]["accuracy"] == 0.0
+    assert final_evaluation(trainer("out/checkpoint-10", load_best=False), None, doc_ids, labels, "mean",
+                            memory)[0]["accuracy"] == 0.0  # the last step's weights
+    with pytest.raises(AssertionError, match="predicted again"):
+        final_evaluation(trainer("out/checkpoint-30"), None, doc_ids, labels, "mean", memory)

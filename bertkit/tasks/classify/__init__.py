@@ -16,11 +16,12 @@ from .documents import DocumentCollator, document_logits, uses_attention
 from .encode import encode, pop_doc_ids, read_examples
 from .long_docs import LongDocConfig, first_windows
 from .predict import Classifier, evaluate_file, load_predictor, predict_file, predict_probabilities
-from .scoring import (DEFAULT_THRESHOLD, SELECTION_METRIC, compute_metrics_fn, describe_prediction,
+from .scoring import (DEFAULT_THRESHOLD, SELECTION_METRIC, DevPredictions, compute_metrics_fn, describe_prediction,
                       document_probabilities, final_evaluation, probabilities, score)
 from .settings import Settings
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LongDocConfig", "first_windows", "Classifier", "predict_probabilities", "pop_doc_ids",
            "SELECTION_METRIC", "DEFAULT_THRESHOLD", "probabilities", "document_probabilities", "score",
-           "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits"]
+           "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
+           "DevPredictions"]
