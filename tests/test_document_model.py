@@ -262,6 +262,12 @@ def test_predict_and_evaluate_are_per_document_and_match_the_run(attention_run, 
         assert evaluated[key] == pytest.approx(run_metrics[key])
 
 
+def test_diagnose_runs_the_document_model_on_dev(attention_run):
+    result = runner.invoke(app, ["diagnose", str(attention_run)])
+    assert result.exit_code == 0, result.output
+    assert "chance" in result.output  # it reached the classify task's dev predictions
+
+
 def test_reloaded_predictor_is_the_document_model(attention_run, long_docs):
     from bertkit.tasks.classify import load_predictor, predict_probabilities
 

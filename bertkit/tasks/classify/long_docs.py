@@ -183,8 +183,9 @@ def encode_documents(tokenizer, texts: list[str], pairs: list[str] | None, max_l
 
 def warn_capped(windows: Windows, cfg: LongDocConfig, what: str) -> None:
     if windows.capped:
-        logger.warning("long_doc.max_windows=%d: %d of %d %s documents had more windows; each keeps %d evenly "
-                       "spaced ones (first and last included)", cfg.window_limit(), windows.capped,
+        limit = f"{cfg.window_limit()}{' (the attention default)' if cfg.max_windows is None else ''}"
+        logger.warning("long_doc.max_windows=%s: %d of %d %s documents had more windows; each keeps %d evenly "
+                       "spaced ones (first and last included)", limit, windows.capped,
                        len(np.unique(windows.doc_ids)), what, cfg.window_limit())
 
 
