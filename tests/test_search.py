@@ -249,3 +249,14 @@ def test_overwrite_clears_trial_and_seed_folders_a_killed_run_left(tmp_path):
         (tmp_path / name).mkdir(parents=True)
     clear_old_run(tmp_path)
     assert left_folders(tmp_path) == ["my-notes"]
+
+
+def test_each_trial_or_seed_starts_with_no_evaluations_without_gain():
+    from types import SimpleNamespace
+
+    from bertkit.training.chosen import reset_early_stopping
+
+    stopping = transformers.EarlyStoppingCallback(early_stopping_patience=2)
+    stopping.early_stopping_patience_counter = 1  # what the previous trial / seed left
+    reset_early_stopping(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[stopping])))
+    assert stopping.early_stopping_patience_counter == 0

@@ -98,6 +98,14 @@ def chosen_output(output: TrainOutput, choice: dict) -> ChosenOutput:
     return chosen
 
 
+def reset_early_stopping(trainer: transformers.Trainer) -> None:
+    """A new training on the same Trainer starts with no evaluations without gain: EarlyStoppingCallback keeps its
+    count across train() calls, so the next trial / seed would stop early on the last one's count."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, transformers.EarlyStoppingCallback):
+            callback.early_stopping_patience_counter = 0
+
+
 def remove_folder(path: Path) -> None:
     """A trial's / seed's checkpoints, once it is over: only the kept model (in memory) matters."""
     shutil.rmtree(path, ignore_errors=True)
@@ -138,4 +146,4 @@ def settings_text(params: dict) -> str:
 
 
 __all__ = ["ChosenOutput", "Keeper", "ranking_metric", "dev_metrics", "score_of", "output_from_state",
-           "chosen_output", "remove_folder", "choice_rows", "settings_text", "SHORT_NAMES", "NOT_METRICS"]
+           "chosen_output", "reset_early_stopping", "remove_folder", "choice_rows", "settings_text", "SHORT_NAMES", "NOT_METRICS"]

@@ -18,7 +18,7 @@ from rich.table import Table
 from ..console import say, show
 from ..errors import BertkitError
 from .chosen import (SHORT_NAMES, Keeper, chosen_output, output_from_state, ranking_metric, remove_folder,
-                     settings_text)
+                     reset_early_stopping, score_of, settings_text)
 
 STUDY_NAME = "bertkit"
 
@@ -62,7 +62,7 @@ class TrialWatch(transformers.TrainerCallback):
         self.best_in_trial: float | None = None
 
     def objective(self, metrics: dict) -> float:
-        value = float(metrics[self.key])
+        value = score_of(metrics, self.key)
         if self.trainer.args.load_best_model_at_end and self.best_in_trial is not None:
             better = max if self.keeper.greater_is_better else min
             value = better(value, self.best_in_trial)
@@ -71,6 +71,7 @@ class TrialWatch(transformers.TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.best_in_trial = None
+        reset_early_stopping(self.trainer)
 
     def on_train_end(self, args, state, control, **kwargs):
         trial = self.trainer._trial

@@ -15,7 +15,7 @@ import transformers
 from rich.table import Table
 
 from ..console import say, show
-from .chosen import Keeper, chosen_output, dev_metrics, ranking_metric, remove_folder, score_of
+from .chosen import Keeper, chosen_output, dev_metrics, ranking_metric, remove_folder, reset_early_stopping, score_of
 
 
 def seed_folder(seed: int) -> str:
@@ -34,6 +34,7 @@ def run_seeds(trainer: transformers.Trainer, seeds: list[int]) -> transformers.t
         for seed in seeds:
             trainer.args.seed = seed  # Trainer seeds everything with it before calling model_init
             trainer.args.output_dir = str(Path(root) / seed_folder(seed))
+            reset_early_stopping(trainer)
             output = trainer.train()
             metrics = trainer.evaluate()  # the model train() ended with: its best checkpoint
             runs.append({"seed": seed, "eval": dev_metrics(metrics)})
