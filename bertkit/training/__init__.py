@@ -4,7 +4,10 @@ the files a run leaves behind (metrics.json, training curve, resolved config, mo
     arguments.py   training_arguments, trainer_kwargs, selection_metric
     lora.py        add_lora, check_lora_targets (LoraOptions: bertkit/options.py)
     optimizer.py   optimizer_with_llrd and its learning-rate table
-    run.py         start_run, resume_checkpoint, run_trainer, finish_run
+    run.py         start_run, resume_checkpoint, run_trainer (one training, a search or a seed band), finish_run
+    search.py      search.trials: Trainer.hyperparameter_search with Optuna, the best trial's model kept
+    seeds.py       seeds=[...]: one training per seed, mean ± sd of the dev metrics, the best seed's model kept
+    chosen.py      what both share: the ranking metric, the kept run (Keeper), summary rows
     trainer.py     what every main does: begin, FineTuningTrainer (LLRD AdamW built at train start), check_positions, fine_tuning_trainer, merge_lora, results, report
     plots.py       the training curve
 """
