@@ -335,3 +335,24 @@ def test_evaluation_encodes_many_windows_a_slice_at_a_time(monkeypatch):
         monkeypatch.setattr(model, "inference_windows", 3)
         sliced = model(input_ids=input_ids, document_ids=document_ids).logits
     assert calls == [3, 3, 1] and torch.allclose(whole, sliced, atol=1e-5)
+
+
+def test_multi_label_attention_tunes_its_threshold_per_document(tiny_model_dir, long_docs, tmp_path):
+    files = {}
+    for name in ("train", "dev"):
+        rows = [json.loads(line) for line in long_docs[name].read_text().splitlines()]
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps({"text": r["text"], "labels": [r["label"], "news"]}) + "\n"
+                                       for r in rows))
+    out = tmp_path / "run"
+    result = run_attention(tiny_model_dir, files, out, "data.label_kind=multi", "long_doc.max_windows=3",
+                           "train.num_train_epochs=1")
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rows"]["dev"] == metrics["eval"]["documents"] == len(_dev(long_docs))
+    assert {"micro_f1", "subset_accuracy"} <= set(metrics["eval"]) and 0.0 < metrics["threshold"] < 1.0
+    config = json.loads((out / "config.json").read_text())
+    assert config["multi_label_threshold"] == metrics["threshold"]
+    metrics_file = tmp_path / "eval.json"
+    assert runner.invoke(app, ["evaluate", str(out), str(files["dev"]), "-o", str(metrics_file)]).exit_code == 0
+    assert json.loads(metrics_file.read_text())["micro_f1"] == pytest.approx(metrics["eval"]["micro_f1"])
