@@ -7,7 +7,8 @@ work before any model or data is loaded (nothing here loads either: paths are on
     check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, train, paths
 
 The shared options of bertkit/options.py check themselves with the same rules when they are built
-(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience, search.*, seeds; `LoraOptions.check`: lora.*).
+(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience, search.*, seeds;
+`LoraOptions.check`: lora.*).
 
 Every check raises `ConfigValueError` with one line that names the key, the rule and the fix; `load_config` adds
 where the key was set (`(from override data.max_length=1)`).
@@ -336,7 +337,8 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 __all__ = [
     "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
-    "check_patience", "check_search", "check_seed_band", "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume", "check_precision_keys",
+    "check_patience", "check_search", "check_seed_band", "check_repeated_training", "check_probability",
+    "check_model", "check_data_file", "check_resume", "check_precision_keys",
     "check_train_numbers",
     "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
     "check_trainer_settings", "check_recipe",

@@ -93,8 +93,8 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
     trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path), tokenizer, train, dev, SELECTION, compute_metrics=compute_metrics_fn(),
-        data_collator=MultipleChoiceCollator(tokenizer))
+        cfg, lambda: build_model(cfg, model_path), tokenizer, train, dev, SELECTION,
+        compute_metrics=compute_metrics_fn(), data_collator=MultipleChoiceCollator(tokenizer))
     train_result = run_trainer(trainer, cfg)
 
     metrics = evaluate_dev(trainer, dev)

@@ -183,7 +183,8 @@ def main(cfg: Config) -> dict:
     student, picked = build_student(cfg, teacher, labels)
     trainer, selection = fine_tuning_trainer(
         cfg, student, tokenizer, train, dev, SELECTION_METRIC["single"], compute_metrics=compute_metrics_fn(labels),
-        trainer_class=DistillationTrainer, **distillation(cfg, student, teacher, picked))
+        trainer_class=DistillationTrainer, **distillation(cfg, student, teacher, picked),
+        model_init=lambda: build_student(cfg, teacher, labels)[0])  # search.trials and seeds: a fresh student each
     train_result = run_trainer(trainer, cfg)
 
     metrics = dev_scores(trainer, trainer.model, dev, labels) if dev is not None else {}

@@ -148,8 +148,8 @@ def main(cfg: Config) -> dict:
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
     metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
     trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path, labels, train.scheme), tokenizer, sets["train"], sets.get("dev"), SELECTION, metrics_fn,
-        data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
+        cfg, lambda: build_model(cfg, model_path, labels, train.scheme), tokenizer, sets["train"], sets.get("dev"),
+        SELECTION, metrics_fn, data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
     train_result = run_trainer(trainer, cfg)
 
     metrics, files = (final_evaluation(trainer, sets["dev"], windows["dev"], dev, id2label, cfg, train.scheme)

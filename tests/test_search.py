@@ -260,3 +260,28 @@ def test_each_trial_or_seed_starts_with_no_evaluations_without_gain():
     stopping.early_stopping_patience_counter = 1  # what the previous trial / seed left
     reset_early_stopping(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[stopping])))
     assert stopping.early_stopping_patience_counter == 0
+
+
+def test_distill_seed_band_keeps_the_best_student(tiny_model_dir, tmp_path):
+    module = load_recipe("distill")
+    torch.manual_seed(0)
+    config = transformers.BertConfig.from_pretrained(tiny_model_dir, num_labels=2,
+                                                     id2label={0: "negative", 1: "positive"},
+                                                     label2id={"negative": 0, "positive": 1})
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "teacher")
+    transformers.AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path / "teacher")
+    for split, count in (("train", 24), ("dev", 12)):
+        good = [(i * 7 + count) % 3 > 0 for i in range(count)]
+        rows = [f"the film {i} was {'great' if g else 'dull'},{'positive' if g else 'negative'}"
+                for i, g in enumerate(good)]
+        (tmp_path / f"{split}.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    cfg = load_config(module.Config, None, [
+        f"teacher={tmp_path / 'teacher'}", f"data.train={tmp_path / 'train.csv'}", f"data.eval={tmp_path / 'dev.csv'}",
+        f"output_dir={tmp_path / 'student'}", "student.layers=[1]", "precision=fp32", "data.max_length=24",
+        "train.num_train_epochs=1", "train.learning_rate=1.0e-3", "train.per_device_train_batch_size=8",
+        "seeds=[1,2]", "train.metric_for_best_model=loss"])
+    band = module.main(cfg)["seeds"]
+    losses = [run["eval"]["loss"] for run in band["runs"]]
+    assert band["best_seed"] == [1, 2][losses.index(min(losses))] and len(set(losses)) == 2
+    assert metrics_of(tmp_path / "student")["seeds"] == band
+    assert torch.load(tmp_path / "student" / "training_args.bin", weights_only=False).seed == band["best_seed"]

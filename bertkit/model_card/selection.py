@@ -40,8 +40,9 @@ def _search_section(search: dict) -> list[str]:
     best = search["best"]
     pruned = sum(trial["state"] == "pruned" for trial in search["trials"])
     pruning = ", median pruning" if search["pruning"] else ""
-    text = (f"A hyperparameter search of {len(search['trials'])} trials (Optuna{pruning}; {pruned} pruned) ranked by dev {search['metric']} ({search['direction']}); this model is trial "
-            f"#{best['number']}, at {search['metric']} {_number(best['objective'])}.")
+    text = (f"A hyperparameter search of {len(search['trials'])} trials (Optuna{pruning}; {pruned} pruned) ranked "
+            f"by dev {search['metric']} ({search['direction']}); this model is trial #{best['number']}, at "
+            f"{search['metric']} {_number(best['objective'])}.")
     rows = [[f"#{trial['number']}" + (" (this model)" if trial["number"] == best["number"] else ""), trial["state"],
              *(_number(trial["params"].get(name)) for name in _COLUMNS), _number(trial["objective"])]
             for trial in search["trials"]]

@@ -146,4 +146,5 @@ def settings_text(params: dict) -> str:
 
 
 __all__ = ["ChosenOutput", "Keeper", "ranking_metric", "dev_metrics", "score_of", "output_from_state",
-           "chosen_output", "reset_early_stopping", "remove_folder", "choice_rows", "settings_text", "SHORT_NAMES", "NOT_METRICS"]
+           "chosen_output", "reset_early_stopping", "remove_folder", "choice_rows", "settings_text", "SHORT_NAMES",
+           "NOT_METRICS"]

@@ -90,7 +90,7 @@ def repeated_training(trainer: transformers.Trainer, cfg):
         return None
     if trainer.model_init is None:
         raise BertkitError(f"{key} is not available for this recipe (its trainer cannot rebuild the model for every "
-                           f"run) — remove {key}; ner, qa, choice and classify support it")
+                           f"run) — remove {key}; ner, qa, choice, classify and distill support it")
     if key == "search.trials":
         from .search import load_optuna, run_search
 

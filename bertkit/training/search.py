@@ -27,7 +27,8 @@ def load_optuna():
     try:
         import optuna
     except ImportError:
-        raise BertkitError("search.trials needs optuna, which is not installed — pip install 'bertkit[search]'") from None
+        raise BertkitError("search.trials needs optuna, which is not installed — "
+                           "pip install 'bertkit[search]'") from None
     return optuna
 
 

@@ -61,23 +61,26 @@ class FineTuningTrainer(transformers.Trainer):
         return super()._report_to_hp_search(trial, evaluations, metrics)
 
 
-def _model_and_init(cfg, model) -> tuple:
-    """(model, model_init) for Trainer, from a model or a function building one: a search or seed band hands
-    Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the model."""
+def _model_and_init(cfg, model, model_init=None) -> tuple:
+    """(model, model_init) for Trainer, from a model or a function building one (or both): a search or seed band
+    hands Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the
+    model."""
+    builder = model_init or (None if isinstance(model, torch.nn.Module) else model)
+    if builder is not None and (cfg.tune.search.trials or cfg.tune.seeds):
+        return None, builder
     if isinstance(model, torch.nn.Module):
         return model, None
-    if cfg.tune.search.trials or cfg.tune.seeds:
-        return None, model
     transformers.set_seed(cfg.run.seed)  # as Trainer seeds before a model_init: the new head drawn from the seed
     return model(), None
 
 
 def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
-                        data_collator=None, trainer_class=FineTuningTrainer,
+                        data_collator=None, trainer_class=FineTuningTrainer, model_init=None,
                         **trainer_options) -> tuple[transformers.Trainer, str | None]:
     """A Trainer of `model` (the model, or a function of no arguments building a fresh one: what search.trials and
-    seeds need) over `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise
-    learning-rate decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
+    seeds need; or the model and such a function as `model_init`, for a recipe that uses the model it built) over
+    `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise learning-rate
+    decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
     evaluations without gain. `selection` is the task's metric for the best checkpoint; returned with the trainer is
     the one in force (train.metric_for_best_model may name another)."""
     args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
@@ -85,10 +88,10 @@ def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None
     callbacks = list(trainer_options.pop("callbacks", []))
     if cfg.tune.early_stopping_patience and dev is not None:
         callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    model, model_init = _model_and_init(cfg, model)
+    model, model_init = _model_and_init(cfg, model, model_init)
     trainer = trainer_class(
-        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev, processing_class=tokenizer,
-        data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer, data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics, callbacks=callbacks, llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
         **trainer_options)
     return trainer, selection_metric(args, selection)
