@@ -19,11 +19,12 @@ from .lora import add_lora, check_lora_targets
 from .optimizer import lr_rows, optimizer_with_llrd, show_learning_rates
 from .plots import plot_training_curve
 from .run import finish_run, resume_checkpoint, run_trainer, start_run
-from .trainer import FineTuningTrainer, begin, check_positions, fine_tuning_trainer, merge_lora, report, results
+from .trainer import (FineTuningTrainer, begin, check_positions, fine_tuning_trainer, merge_lora, report, results,
+                      several_trainings)
 
 __all__ = [
     "add_lora", "check_lora_targets", "training_arguments", "trainer_kwargs", "selection_metric",
     "optimizer_with_llrd", "lr_rows", "show_learning_rates", "start_run", "resume_checkpoint", "run_trainer",
-    "finish_run", "plot_training_curve", "begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer", "merge_lora", "results",
-    "report",
+    "finish_run", "plot_training_curve", "begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer",
+    "merge_lora", "results", "report", "several_trainings",
 ]

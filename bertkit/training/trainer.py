@@ -61,12 +61,19 @@ class FineTuningTrainer(transformers.Trainer):
         return super()._report_to_hp_search(trial, evaluations, metrics)
 
 
+def several_trainings(cfg) -> bool:
+    """Whether cfg asks for a search (search.trials) or a seed band (seeds): several trainings on one Trainer, so
+    a callback that remembers things by step would mix them up."""
+    tune = getattr(cfg, "tune", None)
+    return tune is not None and bool(tune.search.trials or tune.seeds)
+
+
 def _model_and_init(cfg, model, model_init=None) -> tuple:
     """(model, model_init) for Trainer, from a model or a function building one (or both): a search or seed band
     hands Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the
     model."""
     builder = model_init or (None if isinstance(model, torch.nn.Module) else model)
-    if builder is not None and (cfg.tune.search.trials or cfg.tune.seeds):
+    if builder is not None and several_trainings(cfg):
         return None, builder
     if isinstance(model, torch.nn.Module):
         return model, None
@@ -130,4 +137,5 @@ def _read_choice(path: Path) -> dict:
     return {key: data[key] for key in ("search", "seeds") if isinstance(data, dict) and key in data}
 
 
-__all__ = ["begin", "check_positions", "FineTuningTrainer", "fine_tuning_trainer", "merge_lora", "results", "report"]
+__all__ = ["begin", "check_positions", "FineTuningTrainer", "several_trainings", "fine_tuning_trainer", "merge_lora",
+           "results", "report"]
