@@ -148,6 +148,8 @@ def test_seed_band_mean_sd_and_the_best_seed_kept(choice_model_dir, choice_data,
     assert band["best_seed"] == best_seed
     assert metrics["eval"]["loss"] == pytest.approx(min(losses), abs=1e-5)  # the saved model is the best seed's
     assert torch.load(out / "training_args.bin", weights_only=False).seed == best_seed
+    history = json.loads((out / "log_history.json").read_text())  # the kept seed's training: 1 epoch, 1 evaluation
+    assert [entry["eval_loss"] for entry in history if "eval_loss" in entry] == [pytest.approx(min(losses))]
     assert f"{band['mean']['accuracy']:.3f} ± {band['sd']['accuracy']:.3f} (3 seeds)" in result.output
     assert left_folders(out) == []
     assert "Trained with 3 seeds (1, 2, 3)" in (out / "README.md").read_text()

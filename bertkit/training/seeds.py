@@ -36,7 +36,9 @@ def run_seeds(trainer: transformers.Trainer, seeds: list[int]) -> transformers.t
             trainer.args.output_dir = str(Path(root) / seed_folder(seed))
             reset_early_stopping(trainer)
             output = trainer.train()
+            logged = len(trainer.state.log_history)
             metrics = trainer.evaluate()  # the model train() ended with: its best checkpoint
+            del trainer.state.log_history[logged:]  # the curve and `bertkit diagnose` show the training's own
             runs.append({"seed": seed, "eval": dev_metrics(metrics)})
             keeper.offer(score_of(metrics, key), seed, trainer, output)
             remove_folder(Path(trainer.args.output_dir))
