@@ -51,7 +51,7 @@ from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scra
                                           write_vocab_txt)
 from bertkit.tasks.mlm.words import resolve_whole_word
 from bertkit.training import (FineTuningTrainer, begin, check_positions, finish_run, report, resume_checkpoint,
-                              run_trainer, training_arguments)
+                              run_trainer, several_trainings, training_arguments)
 
 
 @dataclass
@@ -140,6 +140,9 @@ class Config:
         with at_key("model"):
             scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
         check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated
+        if several_trainings(self):  # FineTuning gives mlm the keys; its trainer builds one model only
+            raise BertkitError("search.trials and seeds are for fine-tuning recipes (classify, ner, qa, choice, "
+                               "distill) — remove them from this mlm run")
 
 
 def check_masking(masking: MaskingConfig) -> None:

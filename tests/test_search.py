@@ -210,6 +210,15 @@ def test_search_and_seeds_refuse_what_they_cannot_do(extra, message, choice_data
                                           *extra])
 
 
+@pytest.mark.parametrize("extra", [["search.trials=2"], ["seeds=[1,2]"]])
+def test_mlm_refuses_a_search_or_seed_band_when_validated(extra, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("one line of text\nanother line of text\n", encoding="utf-8")
+    with pytest.raises(BertkitError, match="for fine-tuning recipes") as caught:
+        load_config(load_recipe("mlm").Config, None, [f"data.train={corpus}", *extra])
+    assert "\n" not in str(caught.value)
+
+
 def test_cli_exits_2_on_a_bad_range(choice_data, tmp_path):
     result = runner.invoke(app, ["run", "choice", f"data.train={choice_data['train']}",
                                  f"data.eval={choice_data['dev']}", f"output_dir={tmp_path / 'run'}",
