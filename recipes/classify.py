@@ -32,7 +32,7 @@ from bertkit.tasks.classify import (SELECTION_METRIC, DevPredictions, DocumentCo
                                     compute_metrics_fn, encode, final_evaluation, first_windows, pop_doc_ids,
                                     read_examples, uses_attention)
 from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
-                              results, run_trainer)
+                              results, run_trainer, several_trainings)
 
 
 @dataclass
@@ -138,7 +138,13 @@ def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     return add_lora(model, cfg.lora, task_type="SEQ_CLS", modules_to_save=["window_attention"] if attention else None)
 
 
-def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace, memory: DevPredictions):
+def dev_memory(cfg: Config) -> DevPredictions | None:
+    """The dev predictions of each evaluation by step, for the final evaluation to reuse; none when a search or a
+    seed band trains several times on one Trainer (their steps would mix)."""
+    return None if several_trainings(cfg) else DevPredictions()
+
+
+def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace, memory: DevPredictions | None):
     """Dev metrics per document, the tuned multi-label threshold and the prediction files (none without dev)."""
     if dev is None:
         return {}, None, {}
@@ -173,11 +179,12 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
-    model, memory = build_model(cfg, model_path, labels), DevPredictions()  # memory: dev predictions by step
+    model, memory = build_model(cfg, model_path, labels), dev_memory(cfg)
     trainer, selection = fine_tuning_trainer(
         cfg, model, tokenizer, train, dev, SELECTION_METRIC[labels.kind],
         compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
-        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None, callbacks=[memory])
+        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None,
+        callbacks=[memory] if memory else [])
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels, memory)

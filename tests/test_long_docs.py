@@ -399,3 +399,15 @@ def test_final_evaluation_reuses_the_kept_checkpoints_dev_predictions():
                             memory)[0]["accuracy"] == 0.0  # the last step's weights
     with pytest.raises(AssertionError, match="predicted again"):
         final_evaluation(trainer("out/checkpoint-30"), None, doc_ids, labels, "mean", memory)
+
+
+def test_a_search_or_seed_band_keeps_no_dev_memory(tmp_path):
+    """Several trainings on one Trainer share step numbers: the final evaluation must predict, not reuse."""
+    from bertkit.cli import load_recipe_config
+
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\na,x\n")
+    module, one = load_recipe_config("classify", None, [f"data.eval={dev}"])
+    assert module.dev_memory(one) is not None
+    _, band = load_recipe_config("classify", None, [f"data.eval={dev}", "seeds=[1,2]"])
+    assert module.dev_memory(band) is None
