@@ -179,12 +179,12 @@ def main(cfg: Config) -> dict:
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
-    model, memory = build_model(cfg, model_path, labels), dev_memory(cfg)
-    trainer, selection = fine_tuning_trainer(
-        cfg, model, tokenizer, train, dev, SELECTION_METRIC[labels.kind],
+    memory = dev_memory(cfg)
+    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
+        cfg, lambda: build_model(cfg, model_path, labels), tokenizer, train, dev, SELECTION_METRIC[labels.kind],
         compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
         data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None,
-        callbacks=[memory] if memory else [])
+        callbacks=[memory] if memory is not None else [])
     train_result = run_trainer(trainer, cfg)
 
     metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels, memory)

@@ -296,3 +296,27 @@ def test_distill_seed_band_keeps_the_best_student(tiny_model_dir, tmp_path):
     assert band["best_seed"] == [1, 2][losses.index(min(losses))] and len(set(losses)) == 2
     assert metrics_of(tmp_path / "student")["seeds"] == band
     assert torch.load(tmp_path / "student" / "training_args.bin", weights_only=False).seed == band["best_seed"]
+
+
+def test_classify_seed_band_and_search_over_attention_pooled_documents(tiny_model_dir, tmp_path):
+    """classify hands a model builder too: a band and a search each keep their best run, with the document model."""
+    common = [f"model={tiny_model_dir}", f"data.train={DATA / 'long_docs/train.jsonl'}",
+              f"data.eval={DATA / 'long_docs/dev.jsonl'}", "data.max_length=32", "long_doc.strategy=chunk",
+              "long_doc.aggregate=attention", "long_doc.stride=8", "long_doc.max_windows=4", "precision=fp32",
+              "train.num_train_epochs=1",
+              "train.per_device_train_batch_size=8", "train.metric_for_best_model=loss"]
+    band = runner.invoke(app, ["run", "classify", *common, f"output_dir={tmp_path / 'band'}", "seeds=[1,2]"])
+    assert band.exit_code == 0, band.output
+    seeds = metrics_of(tmp_path / "band")["seeds"]
+    losses = [run["eval"]["loss"] for run in seeds["runs"]]
+    assert len(set(losses)) == 2 and seeds["best_seed"] == seeds["runs"][losses.index(min(losses))]["seed"]
+    kept = seeds["runs"][losses.index(min(losses))]["eval"]  # classify's final metrics are recomputed, loss aside
+    assert metrics_of(tmp_path / "band")["eval"]["macro_f1"] == pytest.approx(kept["macro_f1"], abs=1e-6)
+    config = json.loads((tmp_path / "band" / "config.json").read_text())
+    assert config["architectures"] == ["BertForDocumentClassification"]
+    search = runner.invoke(app, ["run", "classify", *common, f"output_dir={tmp_path / 'search'}", "search.trials=2",
+                                 "search.epochs=[1,1]"])
+    assert search.exit_code == 0, search.output
+    found = metrics_of(tmp_path / "search")["search"]
+    assert found["best"]["objective"] == min(trial["objective"] for trial in found["trials"])
+    assert left_folders(tmp_path / "band") == [] and left_folders(tmp_path / "search") == []
