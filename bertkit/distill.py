@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-import transformers
 
 from .errors import BertkitError
 from .losses import IGNORE_INDEX

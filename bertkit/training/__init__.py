@@ -8,7 +8,8 @@ the files a run leaves behind (metrics.json, training curve, resolved config, mo
     search.py      search.trials: Trainer.hyperparameter_search with Optuna, the best trial's model kept
     seeds.py       seeds=[...]: one training per seed, mean ± sd of the dev metrics, the best seed's model kept
     chosen.py      what both share: the ranking metric, the kept run (Keeper), summary rows
-    trainer.py     what every main does: begin, FineTuningTrainer (LLRD AdamW built at train start), check_positions, fine_tuning_trainer, merge_lora, results, report
+    trainer.py     what every main does: begin, check_positions, fine_tuning_trainer, merge_lora, results,
+                   report; FineTuningTrainer (the LLRD AdamW built when training starts)
     plots.py       the training curve
 """
 
