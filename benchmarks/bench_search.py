@@ -93,10 +93,12 @@ def main():
               "overwrite=true"]
 
     defaults = seed_runs("defaults", [], common, args.seeds, test, args.work)
-    search_time, output = bertkit("run", "classify", f"output_dir={args.work / 'search'}", f"seed={args.seeds[0]}",
+    search_time, _ = bertkit("run", "classify", f"output_dir={args.work / 'search'}", f"seed={args.seeds[0]}",
                                   f"search.trials={args.trials}", *common)
-    print(output[output.find("search:"):], flush=True)  # the trials table and the summary
-    best = json.loads((args.work / "search" / "metrics.json").read_text())["search"]["best"]
+    found = json.loads((args.work / "search" / "metrics.json").read_text())["search"]
+    for trial in found["trials"]:
+        print(json.dumps(trial), flush=True)
+    best = found["best"]
     settings = [f"{SETTING_KEYS[name]}={value}" for name, value in best["params"].items()]
     searched = seed_runs("searched", settings, common, args.seeds, test, args.work)
 
