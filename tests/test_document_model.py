@@ -232,6 +232,8 @@ def test_attention_run_trains_documents_and_scores_them(attention_run, long_docs
     config = json.loads((attention_run / "config.json").read_text())
     assert config["architectures"] == ["BertForDocumentClassification"]  # saved under stock BERT's naming
     assert config["bertkit_task_settings"]["long_doc"]["aggregate"] == "attention"
+    card = (attention_run / "README.md").read_text()
+    assert "per-window classifier" in card and "bertkit predict` pools the windows" in card
 
 
 def test_attention_model_learns_window_weights(attention_run, tiny_model_dir):

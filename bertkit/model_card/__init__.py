@@ -268,7 +268,8 @@ def _body(card: dict) -> str:
     recipe = f" (recipe `{card['recipe']}`)" if card["recipe"] else ""
     parts = [
         f"# {name}",
-        f"This model is {origin}, trained with bertkit{recipe}. " + _loading_note(card["bertkit_only"]),
+        f"This model is {origin}, trained with bertkit{recipe}. " + _loading_note(card["bertkit_only"])
+        + (_DOCUMENT_NOTE if card["document_model"] else ""),
         "## Intended use",
         f"The model {_INTENDED_USE[tag]}. Check that the training data below matches your domain and language "
         "before relying on its outputs; evaluate it on your own data first.",
@@ -287,6 +288,12 @@ def _body(card: dict) -> str:
         parts += ["## Labels", _table(("id", "label"), card["labels"])]
     parts += ["## How to use", usage_snippet(card)]
     return "\n\n".join(parts) + "\n"
+
+
+_DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "
+                  "overlapping windows (`long_doc.aggregate=attention`). Plain `transformers` loads it as a per-window "
+                  "classifier (the `window_attention` weights are dropped, with a warning): the same predictions for "
+                  "texts that fit in one window; for longer documents, `bertkit predict` pools the windows.")
 
 
 def _loading_note(bertkit_only: str | None) -> str:
@@ -338,6 +345,8 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "curve": (model_dir / "training_curve.png").is_file(),
         "labels": _labels(model_config, tag),
         "bertkit_only": bertkit_only_reason(model_config),
+        "document_model": any("ForDocumentClassification" in str(arch)
+                              for arch in model_config.get("architectures") or []),
     }
 
 
