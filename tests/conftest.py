@@ -15,7 +15,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per cor
     torch.set_num_threads(1)
 
 
+# Files of minutes-long subprocess runs (a fresh venv, torchrun) go first, so that under `make test`'s workers they
+# overlap the many short files instead of running alone at the end.
+LONG_FILES = ("test_wheel.py", "test_distributed.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FILES)  # stable: the order within files stays
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
