@@ -13,7 +13,8 @@ For each max_length and seed every variant trains from the embedded MiniLM on th
 The table prints dev accuracy / macro-F1 mean ± sd over the seeds and the mean wall time of the run.
 
     python benchmarks/bench_long_docs.py --data ../shared/data/real/en_bbc_news_long [--rows 300] [--dev-rows N]
-        [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--batch 16] [--attn-batch 4] [--work /tmp/bench_long_docs]
+        [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--batch 16] [--attn-batch 4] [--max-windows N]
+        [--work /tmp/bench_long_docs]
 
 --data is a folder with train.csv / val.csv (`text,category`).
 """
@@ -56,15 +57,16 @@ def bertkit(*args: str) -> float:
     return time.perf_counter() - started
 
 
-def variant_options(variant: str, max_length: int, attn_batch: int) -> list[str]:
+def variant_options(variant: str, max_length: int, args) -> list[str]:
     if variant == "head":
         return ["long_doc.strategy=head"]
     if variant == "head_tail":
         return ["long_doc.strategy=head_tail", f"long_doc.head_tokens={max_length // 4}"]
+    windows = [f"long_doc.max_windows={args.max_windows}"] if args.max_windows else []
     if variant == "chunk-mean":
-        return ["long_doc.strategy=chunk", "long_doc.aggregate=mean"]
-    return ["long_doc.strategy=chunk", "long_doc.aggregate=attention",
-            f"train.per_device_train_batch_size={attn_batch}"]
+        return ["long_doc.strategy=chunk", "long_doc.aggregate=mean", *windows]
+    return ["long_doc.strategy=chunk", "long_doc.aggregate=attention", *windows,
+            f"train.per_device_train_batch_size={args.attn_batch}"]
 
 
 def scores(metrics: dict) -> dict:
@@ -100,7 +102,7 @@ def one_cell(max_length: int, seed: int, train: Path, dev: Path, args) -> dict:
     for variant in ("head", "head_tail", "chunk-mean", "chunk-attn"):
         run_dir = args.work / f"{variant}-{max_length}-{seed}"
         elapsed = bertkit("run", "classify", f"output_dir={run_dir}", *common,
-                          *variant_options(variant, max_length, args.attn_batch))
+                          *variant_options(variant, max_length, args))
         cell[variant] = {**scores(json.loads((run_dir / "metrics.json").read_text())["eval"]), "time": elapsed}
         if variant == "chunk-mean":
             result, evaluated = max_aggregated(run_dir, dev)
@@ -118,7 +120,8 @@ def print_table(results: dict, args) -> None:
     print(f"\n{cpu_model()}, {os.cpu_count()} cores; MiniLM, {args.rows} training / {args.dev_rows or 'all'} dev "
           f"documents, {args.epochs} epoch(s), lr 5e-5, batch {args.batch} rows (chunk-attn: {args.attn_batch} "
           f"documents), "
-          f"{len(args.seeds)} seeds; chunk-max reuses the chunk-mean model")
+          f"{len(args.seeds)} seeds; chunk windows: stride 64, at most {args.max_windows or 'all (attention: 16)'} "
+          f"per document; chunk-max reuses the chunk-mean model")
     print("| max_length | variant | dev accuracy | dev macro-F1 | wall time (s) |\n|---|---|---|---|---|")
     for max_length, cells in results.items():
         for variant in VARIANTS:
@@ -137,6 +140,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch", type=int, default=16, help="rows per batch: documents, or windows for chunk-mean")
     parser.add_argument("--attn-batch", type=int, default=4, help="documents per batch for chunk-attn")
+    parser.add_argument("--max-windows", type=int, default=None, help="long_doc.max_windows of the chunk variants")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_long_docs"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
