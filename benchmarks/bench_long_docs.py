@@ -13,7 +13,7 @@ For each max_length and seed every variant trains from the embedded MiniLM on th
 The table prints dev accuracy / macro-F1 mean ± sd over the seeds and the mean wall time of the run.
 
     python benchmarks/bench_long_docs.py --data ../shared/data/real/en_bbc_news_long [--rows 300] [--dev-rows N]
-        [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--batch 16] [--attn-batch 4] [--max-windows N]
+        [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--lr 5e-5] [--batch 16] [--attn-batch 4] [--max-windows N]
         [--work /tmp/bench_long_docs]
 
 --data is a folder with train.csv / val.csv (`text,category`).
@@ -96,7 +96,7 @@ def max_aggregated(run_dir: Path, dev: Path) -> tuple[dict, float]:
 def one_cell(max_length: int, seed: int, train: Path, dev: Path, args) -> dict:
     """Every variant at one max_length and seed: {variant: {accuracy, macro_f1, time}}."""
     common = [f"data.train={train}", f"data.eval={dev}", f"data.max_length={max_length}", f"seed={seed}",
-              "precision=fp32", f"train.num_train_epochs={args.epochs}", "train.learning_rate=5.0e-5",
+              "precision=fp32", f"train.num_train_epochs={args.epochs}", f"train.learning_rate={args.lr}",
               f"train.per_device_train_batch_size={args.batch}", "train.logging_steps=10", "overwrite=true"]
     cell = {}
     for variant in ("head", "head_tail", "chunk-mean", "chunk-attn"):
@@ -118,7 +118,7 @@ def band(values: list[float]) -> str:
 
 def print_table(results: dict, args) -> None:
     print(f"\n{cpu_model()}, {os.cpu_count()} cores; MiniLM, {args.rows} training / {args.dev_rows or 'all'} dev "
-          f"documents, {args.epochs} epoch(s), lr 5e-5, batch {args.batch} rows (chunk-attn: {args.attn_batch} "
+          f"documents, {args.epochs} epoch(s), lr {args.lr:g}, batch {args.batch} rows (chunk-attn: {args.attn_batch} "
           f"documents), "
           f"{len(args.seeds)} seeds; chunk windows: stride 64, at most {args.max_windows or 'all (attention: 16)'} "
           f"per document; chunk-max reuses the chunk-mean model")
@@ -138,6 +138,7 @@ def main():
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256])
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch", type=int, default=16, help="rows per batch: documents, or windows for chunk-mean")
     parser.add_argument("--attn-batch", type=int, default=4, help="documents per batch for chunk-attn")
     parser.add_argument("--max-windows", type=int, default=None, help="long_doc.max_windows of the chunk variants")
