@@ -190,6 +190,11 @@ def test_overwrite_replaces_the_old_run_and_says_so(finished, tiny_model_dir, se
     assert json.loads((out / "config.json").read_text())["problem_type"] == "regression"
     assert rundir.run_state(out) == ("finished", "")
     assert "overwrite: false" in (out / "bertkit_config.yaml").read_text()  # rerunning it cannot replace silently
+    # the user's file was there before this run began: not part of its record, so changing it later (a new
+    # evaluation saved beside the model) leaves the run finished
+    assert "notes.txt" not in json.loads((out / rundir.RECORD_FILE).read_text())["files"]
+    (out / "notes.txt").write_text("mine, edited")
+    assert rundir.run_state(out) == ("finished", "")
 
 
 def test_a_run_that_stops_before_training_changes_nothing(finished, tiny_model_dir, sentiment, tmp_path):  # noqa: F811

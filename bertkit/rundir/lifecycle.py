@@ -12,7 +12,7 @@ from ..errors import BertkitError
 from .files import FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS, _read_json, write_json_atomic
 from .fingerprint import check_resume_fingerprint, fingerprint
 from .lock import _RUNS, _key, acquire, release
-from .record import remove_record, run_state
+from .record import file_stamps, remove_record, run_state
 
 
 def _matches_output(name: str) -> bool:
@@ -87,6 +87,8 @@ def begin(output_dir: str, say: Callable[[str], None]) -> None:
         say(f"overwrite=true: replaced the {plan['replace']} run in {run_dir} ({files} files and {checkpoints} "
             f"checkpoints removed)")
     remove_record(run_dir)
+    # what is left now is the user's (but a resumed run's own fingerprint): the completion record will not claim it
+    held["users_files"] = {name: stamp for name, stamp in file_stamps(run_dir).items() if name != FINGERPRINT_FILE}
     saved = _read_json(run_dir / FINGERPRINT_FILE)
     if not plan["resuming"] or saved is None or saved.get("sha256") != plan["fingerprint"]["sha256"]:
         write_json_atomic(run_dir / FINGERPRINT_FILE,

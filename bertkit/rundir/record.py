@@ -23,6 +23,18 @@ def _top_files(run_dir: Path) -> list[str]:
                   and not p.name.endswith(".tmp"))
 
 
+def file_stamps(run_dir: Path) -> dict[str, int]:
+    """Top-level files and their modification times (ns): taken when training begins, the files that were the
+    user's (an evaluation saved beside the model, notes), which the completion record leaves out unless the run
+    rewrote them, so that changing them later does not make the run look mixed."""
+    return {name: (run_dir / name).stat().st_mtime_ns for name in _top_files(run_dir)}
+
+
+def _written_by_run(run_dir: Path, names: list[str]) -> list[str]:
+    before = _RUNS.get(_key(run_dir), {}).get("users_files", {})
+    return [name for name in names if before.get(name) != (run_dir / name).stat().st_mtime_ns]
+
+
 def is_bertkit_run(run_dir: Path) -> bool:
     return any((Path(run_dir) / name).exists() for name in (RECORD_FILE, RUN_CONFIG_FILE, FINGERPRINT_FILE))
 
@@ -98,15 +110,16 @@ def remove_record(run_dir: str | Path) -> None:
 
 
 def write_record(run_dir: str | Path, recipe: str, started: str | None = None) -> Path:
-    """The completion record: written last, atomically, listing every top-level file with size and sha256."""
+    """The completion record: written last, atomically, listing every top-level file the run wrote (files of the
+    user's from before training began stay out) with size and sha256."""
     run_dir = Path(run_dir)
     fingerprint = _read_json(run_dir / FINGERPRINT_FILE) or {}
     record = {"format": RECORD_FORMAT, "status": "finished", "recipe": recipe,
               "started": started or _RUNS.get(_key(run_dir), {}).get("started") or fingerprint.get("started"),
               "finished": _now(), "fingerprint": fingerprint.get("sha256"),
-              "files": {name: file_digest(run_dir / name) for name in _top_files(run_dir)}}
+              "files": {name: file_digest(run_dir / name) for name in _written_by_run(run_dir, _top_files(run_dir))}}
     write_json_atomic(run_dir / RECORD_FILE, record)
     return run_dir / RECORD_FILE
 
 
-__all__ = ["is_bertkit_run", "record_problem", "run_state", "check_finished", "remove_record", "write_record"]
+__all__ = ["file_stamps", "is_bertkit_run", "record_problem", "run_state", "check_finished", "remove_record", "write_record"]
