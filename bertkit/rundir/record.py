@@ -122,4 +122,5 @@ def write_record(run_dir: str | Path, recipe: str, started: str | None = None) -
     return run_dir / RECORD_FILE
 
 
-__all__ = ["file_stamps", "is_bertkit_run", "record_problem", "run_state", "check_finished", "remove_record", "write_record"]
+__all__ = ["file_stamps", "is_bertkit_run", "record_problem", "run_state", "check_finished", "remove_record",
+           "write_record"]
