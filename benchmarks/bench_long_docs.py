@@ -26,14 +26,13 @@ import csv
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from cli_runs import band, bertkit  # benchmarks/cli_runs.py
+
 from machine import cpu_model  # benchmarks/machine.py
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
 VARIANTS = ["head", "head_tail", "chunk-mean", "chunk-max", "chunk-attn"]
 
 
@@ -46,15 +45,6 @@ def subset_csv(source: Path, target: Path, rows: int | None) -> Path:
         writer.writerow(["text", "label"])
         writer.writerows(records[:rows])
     return target
-
-
-def bertkit(*args: str) -> float:
-    """Run the CLI of this environment; the wall time in seconds."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bertkit", *args], env=ENV, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"bertkit {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started
 
 
 def variant_options(variant: str, max_length: int, args) -> list[str]:
@@ -109,11 +99,6 @@ def one_cell(max_length: int, seed: int, train: Path, dev: Path, args) -> dict:
             cell["chunk-max"] = {**result, "time": elapsed, "eval_time": evaluated}
         print(json.dumps({"max_length": max_length, "seed": seed, "variant": variant, **cell[variant]}), flush=True)
     return cell
-
-
-def band(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
 
 
 def print_table(results: dict, args) -> None:

@@ -19,14 +19,12 @@ import csv
 import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+from cli_runs import band, bertkit  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
 SETTING_KEYS = {"learning_rate": "train.learning_rate", "per_device_train_batch_size":
                 "train.per_device_train_batch_size", "num_train_epochs": "train.num_train_epochs",
                 "warmup_steps": "train.warmup_steps", "llrd": "llrd"}
@@ -45,15 +43,6 @@ def read_tsv(source: Path) -> list[list[str]]:
         return [line.rstrip("\n").rsplit("\t", 1) for line in handle if line.strip()]
 
 
-def bertkit(*args: str) -> tuple[float, str]:
-    """Run the CLI of this environment; (wall time in seconds, stdout)."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bertkit", *args], env=ENV, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"bertkit {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started, done.stdout
-
-
 def test_scores(run_dir: Path, test: Path) -> dict:
     bertkit("evaluate", str(run_dir), str(test), "-o", str(run_dir / "test_metrics.json"))
     metrics = json.loads((run_dir / "test_metrics.json").read_text())
@@ -64,15 +53,10 @@ def seed_runs(name: str, settings: list[str], common: list[str], seeds: list[int
     runs = []
     for seed in seeds:
         run_dir = work / f"{name}-{seed}"
-        elapsed, _ = bertkit("run", "classify", f"output_dir={run_dir}", f"seed={seed}", *common, *settings)
+        elapsed = bertkit("run", "classify", f"output_dir={run_dir}", f"seed={seed}", *common, *settings)
         runs.append({"seed": seed, "time": elapsed, **test_scores(run_dir, test)})
         print(json.dumps({"variant": name, **runs[-1]}), flush=True)
     return runs
-
-
-def band(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
 
 
 def main():
@@ -93,7 +77,7 @@ def main():
               "overwrite=true"]
 
     defaults = seed_runs("defaults", [], common, args.seeds, test, args.work)
-    search_time, _ = bertkit("run", "classify", f"output_dir={args.work / 'search'}", f"seed={args.seeds[0]}",
+    search_time = bertkit("run", "classify", f"output_dir={args.work / 'search'}", f"seed={args.seeds[0]}",
                                   f"search.trials={args.trials}", *common)
     found = json.loads((args.work / "search" / "metrics.json").read_text())["search"]
     for trial in found["trials"]:

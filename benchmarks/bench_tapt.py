@@ -15,14 +15,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
+from cli_runs import band, bertkit  # benchmarks/cli_runs.py
+
 CLASSIFY = ["precision=fp32", "data.max_length=64", "train.learning_rate=5.0e-5", "train.num_train_epochs=1",
             "train.per_device_train_batch_size=32", "train.warmup_steps=0.1", "train.logging_steps=20"]
 
@@ -38,15 +35,6 @@ def sst2_csv(source: Path, target: Path, rows: int | None) -> Path:
     return target
 
 
-def bertkit(*args: str) -> float:
-    """Run the installed CLI; the wall time in seconds."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bertkit", "run", *args], env=ENV, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"bertkit run {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started
-
-
 def dev_scores(run_dir: Path) -> dict:
     metrics = json.loads((run_dir / "metrics.json").read_text())["eval"]
     return {"accuracy": metrics["accuracy"], "macro_f1": metrics["macro_f1"]}
@@ -54,22 +42,17 @@ def dev_scores(run_dir: Path) -> dict:
 
 def one_seed(seed: int, train: Path, dev: Path, work: Path, mlm_epochs: int) -> dict:
     data = [f"data.train={train}", f"data.eval={dev}", f"seed={seed}", *CLASSIFY, "overwrite=true"]
-    plain_time = bertkit("classify", f"output_dir={work / f'plain-{seed}'}", *data)
+    plain_time = bertkit("run", "classify", f"output_dir={work / f'plain-{seed}'}", *data)
     mlm_dir = work / f"mlm-{seed}"
-    mlm_time = bertkit("mlm", f"data.train={train}", "data.text_column=text", "data.mode=line",
+    mlm_time = bertkit("run", "mlm", f"data.train={train}", "data.text_column=text", "data.mode=line",
                        "data.max_length=64", "data.eval_fraction=0.05", f"seed={seed}", "precision=fp32",
                        "head_lr=1.0e-3", "train.learning_rate=1.0e-4", f"train.num_train_epochs={mlm_epochs}",
                        "train.per_device_train_batch_size=32", "train.logging_steps=50", "masking.whole_word=wordpiece",
                        f"output_dir={mlm_dir}", "overwrite=true")
-    tapt_time = bertkit("classify", f"model={mlm_dir}", f"output_dir={work / f'tapt-{seed}'}", *data)
+    tapt_time = bertkit("run", "classify", f"model={mlm_dir}", f"output_dir={work / f'tapt-{seed}'}", *data)
     return {"plain": dev_scores(work / f"plain-{seed}"), "tapt": dev_scores(work / f"tapt-{seed}"),
             "perplexity": json.loads((mlm_dir / "metrics.json").read_text())["eval"],
             "time": {"plain": plain_time, "mlm": mlm_time, "tapt": tapt_time}}
-
-
-def band(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
 
 
 def main():
