@@ -1,5 +1,8 @@
 """Small builders shared by the tests: tiny BERT configs and random batches."""
 
+import json
+from pathlib import Path
+
 import torch
 import transformers
 
@@ -77,3 +80,20 @@ def _labels(head, gen, batch_size, seq_len, vocab_size, num_labels, attention_ma
 def output_tensors(output) -> dict:
     """The tensors of a ModelOutput that both implementations produce, by name."""
     return {k: v for k, v in output.items() if torch.is_tensor(v)}
+
+
+LONG_DOCS = Path(__file__).resolve().parent.parent / "data" / "long_docs"
+
+
+def shortest_long_docs(root: Path, per_label: int = 2) -> dict[str, Path]:
+    """train.jsonl / dev.jsonl in `root`: the shortest `per_label` documents of each label of the shipped long-document
+    sample (every one still several windows at max_length 64)."""
+    files = {}
+    for name in ("train", "dev"):
+        rows = [json.loads(line) for line in (LONG_DOCS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+        chosen = []
+        for label in sorted({row["label"] for row in rows}):
+            chosen += sorted((r for r in rows if r["label"] == label), key=lambda r: len(r["text"]))[:per_label]
+        files[name] = root / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(r) + "\n" for r in chosen), encoding="utf-8")
+    return files

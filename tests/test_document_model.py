@@ -3,13 +3,12 @@ with stock transformers on one-window documents, exact gradient accumulation, an
 (train, dev metrics per document, predict, evaluate, reload), with the settings refused at validate time."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import transformers
-from helpers import tiny_config_kwargs
+from helpers import shortest_long_docs, tiny_config_kwargs
 from typer.testing import CliRunner
 
 import bertkit
@@ -179,22 +178,12 @@ def test_attention_caps_windows_when_max_windows_is_null():
 # ------------------------------------------------------------------------------------------------ the recipe
 
 runner = CliRunner()
-DATA = Path(__file__).resolve().parent.parent / "data" / "long_docs"
 
 
 @pytest.fixture(scope="module")
 def long_docs(tmp_path_factory):
     """Two documents per label of the shipped long-document sample (train and dev), the shortest ones."""
-    root = tmp_path_factory.mktemp("long_docs")
-    files = {}
-    for name in ("train", "dev"):
-        rows = [json.loads(line) for line in (DATA / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
-        chosen = []
-        for label in sorted({row["label"] for row in rows}):
-            chosen += sorted((r for r in rows if r["label"] == label), key=lambda r: len(r["text"]))[:2]
-        files[name] = root / f"{name}.jsonl"
-        files[name].write_text("".join(json.dumps(r) + "\n" for r in chosen), encoding="utf-8")
-    return files
+    return shortest_long_docs(tmp_path_factory.mktemp("long_docs"))
 
 
 def run_attention(model_dir, files, out, *extra):

@@ -4,13 +4,13 @@ strategy end to end through the CLI on a slice of data/long_docs (tiny model, ma
 
 import json
 import logging
-from pathlib import Path
 
 import datasets
 import numpy as np
 import pytest
 import torch
 import transformers
+from helpers import shortest_long_docs
 from typer.testing import CliRunner
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
@@ -24,7 +24,6 @@ from bertkit.tasks.classify.long_docs import (LongDocConfig, aggregate, combine,
 from bertkit.windows import sliding_windows
 
 runner = CliRunner()
-DATA = Path(__file__).resolve().parent.parent / "data" / "long_docs"
 NUMBERS = " ".join(str(i) for i in range(100, 130))  # 30 words, one token each in the uncased BERT vocab
 
 
@@ -220,24 +219,9 @@ def test_chunked_prediction_of_a_short_document_equals_plain_prediction(classifi
 # ------------------------------------------------------------------------------------------------ end to end
 
 
-def _slice(path: Path, per_label: int) -> list[dict]:
-    """The shortest `per_label` documents of each label (every one still several windows at max_length 64)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    chosen = []
-    for label in sorted({row["label"] for row in rows}):
-        chosen += sorted((r for r in rows if r["label"] == label), key=lambda r: len(r["text"]))[:per_label]
-    return chosen
-
-
 @pytest.fixture(scope="module")
 def long_docs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("long_docs")
-    files = {}
-    for name, per_label in (("train", 2), ("dev", 2)):
-        rows = _slice(DATA / f"{name}.jsonl", per_label)
-        files[name] = root / f"{name}.jsonl"
-        files[name].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return files
+    return shortest_long_docs(tmp_path_factory.mktemp("long_docs"))
 
 
 def run_classify(model_dir, files, out, *extra):
