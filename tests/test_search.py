@@ -89,6 +89,16 @@ def test_search_keeps_the_best_trial_and_its_settings(choice_model_dir, choice_d
     assert "How this model was chosen" in card and f"#{best['number']} (this model)" in card
 
 
+def test_under_max_steps_the_epochs_are_not_searched_and_the_search_says_so(choice_model_dir, choice_data, tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "choice", *choice_overrides(
+        choice_model_dir, choice_data, out, "search.trials=2", *SMALL_SPACE, "search.pruning=false",
+        "train.max_steps=4")])
+    assert result.exit_code == 0, result.output
+    assert "epochs not searched (train.max_steps=4)" in " ".join(result.output.split())
+    assert all("num_train_epochs" not in trial["params"] for trial in metrics_of(out)["search"]["trials"])
+
+
 def sabotage(monkeypatch, module, bad_evaluation: int) -> list:
     """The recipe's real dev metrics, but evaluation number `bad_evaluation` (from 1) scores accuracy -1: a trial
     made bad on purpose. Returns the list of evaluations, one entry each."""

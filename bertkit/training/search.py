@@ -39,14 +39,16 @@ def trial_folder(trial) -> str:
 def hp_space_fn(trainer: transformers.Trainer, search):
     """Optuna's search space over `search.*`, as TrainingArguments fields Trainer sets on its args per trial;
     llrd is none (Trainer would skip it with a warning), so it goes to the trainer, whose create_optimizer reads it
-    after this runs."""
+    after this runs. Epochs are not searched under train.max_steps, which would override every trial's epochs."""
+    fixed_steps = trainer.args.max_steps > 0
 
     def hp_space(trial) -> dict:
         params = {"learning_rate": trial.suggest_float("learning_rate", *search.learning_rate, log=True),
                   "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size",
-                                                                           list(search.batch_sizes)),
-                  "num_train_epochs": trial.suggest_int("num_train_epochs", *search.epochs),
-                  "warmup_steps": trial.suggest_float("warmup_steps", *search.warmup)}
+                                                                           list(search.batch_sizes))}
+        if not fixed_steps:
+            params["num_train_epochs"] = trial.suggest_int("num_train_epochs", *search.epochs)
+        params["warmup_steps"] = trial.suggest_float("warmup_steps", *search.warmup)
         trainer.llrd = trial.suggest_float("llrd", *search.llrd)
         return params
 
@@ -95,7 +97,8 @@ def run_search(trainer: transformers.Trainer, cfg) -> transformers.trainer_utils
     storage = optuna.storages.InMemoryStorage()  # so that the study, and every trial of it, can be read back
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0) if search.pruning
               else optuna.pruners.NopPruner())
-    say(f"search: {search.trials} trials over {settings_text(space_text(search))}, ranked by dev "
+    say(f"search: {search.trials} trials over {settings_text(space_text(search, trainer.args.max_steps))}, "
+        f"ranked by dev "
         f"{key.removeprefix('eval_')}{', pruning below the median' if search.pruning else ''}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # bertkit prints the trials table instead
     trainer.hyperparameter_search(
@@ -114,10 +117,12 @@ def run_search(trainer: transformers.Trainer, cfg) -> transformers.trainer_utils
                                              "pruning": search.pruning, "trials": trials, "best": best}})
 
 
-def space_text(search) -> dict:
+def space_text(search, max_steps: int) -> dict:
+    epochs = (f"{search.epochs[0]}..{search.epochs[1]}" if max_steps <= 0
+              else f"not searched (train.max_steps={max_steps})")
     return {"learning_rate": f"{search.learning_rate[0]:.3g}..{search.learning_rate[1]:.3g}",
             "per_device_train_batch_size": "/".join(map(str, search.batch_sizes)),
-            "num_train_epochs": f"{search.epochs[0]}..{search.epochs[1]}",
+            "num_train_epochs": epochs,
             "warmup_steps": f"{search.warmup[0]:g}..{search.warmup[1]:g}",
             "llrd": f"{search.llrd[0]:g}..{search.llrd[1]:g}"}
 
