@@ -14,9 +14,12 @@ The table prints dev accuracy / macro-F1 mean ± sd over the seeds and the mean 
 
     python benchmarks/bench_long_docs.py --data ../shared/data/real/en_bbc_news_long [--rows 300] [--dev-rows N]
         [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--lr 5e-5] [--batch 16] [--attn-batch 4] [--max-windows N]
-        [--work /tmp/bench_long_docs]
+        [--work /tmp/bench_long_docs] [--log RESULTS.jsonl]
 
---data is a folder with train.csv / val.csv (`text,category`).
+--data is a folder with train.csv / val.csv (`text,category`). Every finished run appends one JSON line to --log
+(default WORK/results.jsonl) with the settings it ran under; a rerun with the same settings skips the runs already
+there, so a stopped benchmark continues where it stopped, and processes running other seeds or lengths at the
+same time can share one log (run each with OMP_NUM_THREADS=1 on a small machine).
 """
 
 from __future__ import annotations
@@ -83,21 +86,50 @@ def max_aggregated(run_dir: Path, dev: Path) -> tuple[dict, float]:
     return scores(metrics), time.perf_counter() - started
 
 
+def settings(args) -> dict:
+    """What makes two runs comparable: a logged run is reused only under the same settings."""
+    return {key: getattr(args, key) for key in ("rows", "dev_rows", "epochs", "lr", "batch", "attn_batch",
+                                                 "max_windows")}
+
+
+def logged_runs(args) -> dict:
+    """{(max_length, seed, variant): result} of the runs in --log made under these settings."""
+    if not args.log.exists():
+        return {}
+    lines = [json.loads(line) for line in args.log.read_text().splitlines() if line.strip()]
+    return {(line["max_length"], line["seed"], line["variant"]): line["result"] for line in lines
+            if line["settings"] == settings(args)}
+
+
+def record(args, max_length: int, seed: int, variant: str, result: dict) -> None:
+    line = {"max_length": max_length, "seed": seed, "variant": variant, "settings": settings(args), "result": result}
+    with open(args.log, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+    print(json.dumps(line), flush=True)
+
+
 def one_cell(max_length: int, seed: int, train: Path, dev: Path, args) -> dict:
-    """Every variant at one max_length and seed: {variant: {accuracy, macro_f1, time}}."""
+    """Every variant at one max_length and seed: {variant: {accuracy, macro_f1, time}}, reusing logged runs."""
+    done = logged_runs(args)
     common = [f"data.train={train}", f"data.eval={dev}", f"data.max_length={max_length}", f"seed={seed}",
               "precision=fp32", f"train.num_train_epochs={args.epochs}", f"train.learning_rate={args.lr}",
               f"train.per_device_train_batch_size={args.batch}", "train.logging_steps=10", "overwrite=true"]
     cell = {}
     for variant in ("head", "head_tail", "chunk-mean", "chunk-attn"):
         run_dir = args.work / f"{variant}-{max_length}-{seed}"
-        elapsed = bertkit("run", "classify", f"output_dir={run_dir}", *common,
-                          *variant_options(variant, max_length, args))
-        cell[variant] = {**scores(json.loads((run_dir / "metrics.json").read_text())["eval"]), "time": elapsed}
-        if variant == "chunk-mean":
+        if (max_length, seed, variant) not in done:
+            elapsed = bertkit("run", "classify", f"output_dir={run_dir}", *common,
+                              *variant_options(variant, max_length, args))
+            result = {**scores(json.loads((run_dir / "metrics.json").read_text())["eval"]), "time": elapsed}
+            record(args, max_length, seed, variant, result)
+            done[max_length, seed, variant] = result
+        cell[variant] = done[max_length, seed, variant]
+        if variant == "chunk-mean" and (max_length, seed, "chunk-max") not in done:
             result, evaluated = max_aggregated(run_dir, dev)
-            cell["chunk-max"] = {**result, "time": elapsed, "eval_time": evaluated}
-        print(json.dumps({"max_length": max_length, "seed": seed, "variant": variant, **cell[variant]}), flush=True)
+            result = {**result, "time": cell[variant]["time"], "eval_time": evaluated}
+            record(args, max_length, seed, "chunk-max", result)
+            done[max_length, seed, "chunk-max"] = result
+    cell["chunk-max"] = done[max_length, seed, "chunk-max"]
     return cell
 
 
@@ -128,8 +160,10 @@ def main():
     parser.add_argument("--attn-batch", type=int, default=4, help="documents per batch for chunk-attn")
     parser.add_argument("--max-windows", type=int, default=None, help="long_doc.max_windows of the chunk variants")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_long_docs"))
+    parser.add_argument("--log", type=Path, default=None, help="results log (default WORK/results.jsonl)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    args.log = args.log or args.work / "results.jsonl"
     train = subset_csv(args.data / "train.csv", args.work / "train.csv", args.rows)
     dev = subset_csv(args.data / "val.csv", args.work / "val.csv", args.dev_rows)
     results = {length: [] for length in args.lengths}
