@@ -1,6 +1,7 @@
 """bertkit's mlm recipe against a plain run_mlm.py-style script on synthetic corpora: memory, start-up, throughput.
 
     python benchmarks/bench_mlm.py [--sizes 10,100,1000] [--repeats 3] [--steps 6] [--num-proc N] [--workdir DIR]
+        [--quality-steps 100 --quality-seeds 42,43]
 
 For each corpus size (MB of text, generated here at run time from MiniLM's vocabulary with Zipf-like word
 frequencies: sentences, paragraphs one per line, blank lines between documents; written under --workdir, never
@@ -17,9 +18,14 @@ Measures:
   peak RSS       the largest sum of RSS over the run's process tree (main process + map workers), polled every
                  0.1 s; "main" is the main process's own ru_maxrss. Memory-mapped Arrow pages that a process
                  touches count in its RSS.
+  peak private   the same sum of RSS less shared (file-backed) pages: the anonymous memory the kernel cannot
+                 reclaim. Arrow files read through mmap grow RSS, not this.
   first step s   wall time from starting the process to the end of the first optimizer step
   tokens/s       training tokens (batch x max_length) per second from the end of step 1 to the end of the last
 The table gives min / median / max over the repeats. The machine may be shared: figures move between runs.
+--quality-steps N also trains each variant N steps at 128 on the first corpus, per --quality-seeds, and prints both
+tokens/s and each model's held-out masked-LM loss (`held_out_loss`: the same text, masks and stock model class for
+both), so the speed ratio is read at equal (or not) held-out loss.
 """
 
 from __future__ import annotations
@@ -122,7 +128,9 @@ def run_bertkit(a) -> None:
     overrides = [f"model={embedded_model_path()}", f"data.train={a.corpus}", f"data.cache_dir={a.cache}",
                  f"data.num_proc={a.num_proc}", f"output_dir={a.output}", "overwrite=true", "precision=fp32",
                  f"data.max_length={a.max_length}", "head_warmup_steps=0", "data.max_eval_examples=16",
-                 f"train.max_steps={a.steps}", f"train.per_device_train_batch_size={a.batch}",
+                 f"train.max_steps={a.steps}", f"train.per_device_train_batch_size={a.batch}", f"seed={a.seed}",
+                 # the reference's objective and optimizer: token-level masking, no warm-up, no weight decay
+                 "masking.whole_word=none", "train.warmup_steps=0", "train.weight_decay=0",
                  "train.eval_strategy=no", "train.save_strategy=no", "train.load_best_model_at_end=false",
                  "train.logging_steps=1000"]
     module.main(load_config(module.Config, None, overrides))
@@ -135,7 +143,7 @@ def run_reference(a) -> None:
 
     from bertkit.checkpoints import embedded_model_path
 
-    transformers.set_seed(42)
+    transformers.set_seed(a.seed)
     model_path = embedded_model_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
     raw = datasets.load_dataset("text", data_files=a.corpus, split="train", cache_dir=a.cache)
@@ -156,8 +164,37 @@ def run_reference(a) -> None:
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
     args = transformers.TrainingArguments(output_dir=a.output, max_steps=a.steps, per_device_train_batch_size=a.batch,
                                           learning_rate=5e-5, save_strategy="no", report_to="none",
-                                          logging_steps=1000, seed=42)
-    transformers.Trainer(model=model, args=args, train_dataset=grouped, data_collator=collator).train()
+                                          logging_steps=1000, seed=a.seed)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=grouped, data_collator=collator)
+    trainer.train()
+    trainer.save_model()  # for the held-out check; bertkit saves its final model itself
+
+
+def held_out_loss(model_dir: str, corpus: str, max_length: int = 128, blocks: int = 256) -> float:
+    """Mean masked-LM loss of a saved model on fixed masks over held-out text, judged the same way for both
+    variants: stock transformers BertForMaskedLM, [CLS] + max_length - 2 tokens + [SEP] blocks, 15 % of the
+    positions selected (80/10/10) by DataCollatorForLanguageModeling under a fixed torch seed."""
+    import torch
+    import transformers
+
+    from bertkit.checkpoints import embedded_model_path
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(embedded_model_path())
+    lines = [line for line in Path(corpus).read_text(encoding="utf-8").split("\n") if line.strip()]
+    ids = [t for row in tokenizer(lines, add_special_tokens=False)["input_ids"] for t in row]
+    size = max_length - 2
+    rows = [[tokenizer.cls_token_id, *ids[k * size:(k + 1) * size], tokenizer.sep_token_id] for k in range(blocks)]
+    torch.manual_seed(0)
+    batch = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)(
+        [{"input_ids": row} for row in rows])
+    model = transformers.BertForMaskedLM.from_pretrained(model_dir).eval()
+    total, count = 0.0, int((batch["labels"] != -100).sum())
+    with torch.no_grad():
+        for start in range(0, blocks, 32):
+            logits = model(input_ids=batch["input_ids"][start:start + 32]).logits
+            total += float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"][start:start + 32]
+                                                             .flatten(), ignore_index=-100, reduction="sum"))
+    return total / count
 
 
 def child(a) -> None:
@@ -180,36 +217,39 @@ def measure(variant: str, corpus: Path, cache: Path, max_length: int, a, work: P
     result.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--child", variant, "--corpus", str(corpus), "--cache", str(cache),
                "--output", str(work / f"out-{variant}"), "--max-length", str(max_length), "--steps", str(a.steps),
-               "--batch", str(a.batch), "--num-proc", str(a.num_proc), "--result", str(result)]
+               "--batch", str(a.batch), "--num-proc", str(a.num_proc), "--seed", str(a.seed), "--result", str(result)]
     log = (work / f"{variant}.log").open("w")
     started = time.time()
     process = psutil.Popen(command, cwd=ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
-    peak = 0
+    peak = private = 0
     while process.poll() is None:
-        peak = max(peak, _tree_rss(process))
+        rss, anonymous = _tree_memory(process)
+        peak, private = max(peak, rss), max(private, anonymous)
         time.sleep(0.1)
     log.close()
     if process.returncode != 0:
         tail = (work / f"{variant}.log").read_text()[-3000:]
         raise SystemExit(f"{variant} failed (exit {process.returncode}):\n{tail}")
     out = json.loads(result.read_text())
-    return {"peak_rss_mb": peak / 2**20, "main_rss_mb": out["main_rss_mb"],
+    return {"peak_rss_mb": peak / 2**20, "peak_private_mb": private / 2**20, "main_rss_mb": out["main_rss_mb"],
             "first_step_s": out["first_step_end"] - started, "tokens_per_s": out["tokens_per_s"]}
 
 
-def _tree_rss(process) -> int:
+def _tree_memory(process) -> tuple[int, int]:
+    """(RSS, RSS less shared pages) summed over the process and its children, in bytes."""
     import psutil
 
-    total = 0
+    rss = private = 0
     try:
         for p in [process, *process.children(recursive=True)]:
             try:
-                total += p.memory_info().rss
+                info = p.memory_info()
+                rss, private = rss + info.rss, private + info.rss - info.shared
             except psutil.Error:
                 pass
     except psutil.Error:
         pass
-    return total
+    return rss, private
 
 
 # ------------------------------------------------------------------------------------------------ the report
@@ -224,6 +264,7 @@ def spread(values: list[float], digits: int = 1) -> str:
 
 def report(results: dict, sizes: list[int]) -> None:
     rows = [("peak RSS MB (tree)", "first", "peak_rss_mb", 0), ("peak RSS MB (main)", "first", "main_rss_mb", 0),
+            ("peak private MB (tree)", "first", "peak_private_mb", 0),
             ("peak RSS MB (tree), cached", "cached", "peak_rss_mb", 0),
             ("first step s, first run", "first", "first_step_s", 1),
             ("first step s, cached rerun", "cached", "first_step_s", 1),
@@ -232,7 +273,7 @@ def report(results: dict, sizes: list[int]) -> None:
     for size in sizes:
         for variant in VARIANTS:
             for label, run, key, digits in rows:
-                values = [r[key] for r in results[size][variant][run]]
+                values = [r.get(key) for r in results[size][variant][run]]  # older results lack private
                 print(f"{size:>5}MB {variant:<10} {label:<28} {spread(values, digits):>28}")
     print("\ntargets (medians)")
     first, last = sizes[0], sizes[-1]
@@ -244,6 +285,10 @@ def report(results: dict, sizes: list[int]) -> None:
     growth = med(last, "bertkit", "first", "peak_rss_mb") / med(first, "bertkit", "first", "peak_rss_mb")
     ref_growth = med(last, "reference", "first", "peak_rss_mb") / med(first, "reference", "first", "peak_rss_mb")
     print(f"  peak RSS {last} MB / {first} MB: bertkit {growth:.2f}x (target <= 1.2x), reference {ref_growth:.2f}x")
+    if all("peak_private_mb" in r for runs in results.values() for v in runs.values() for r in v["first"]):
+        private = [med(last, v, "first", "peak_private_mb") / med(first, v, "first", "peak_private_mb")
+                   for v in VARIANTS]
+        print(f"  peak private memory {last} MB / {first} MB: bertkit {private[0]:.2f}x, reference {private[1]:.2f}x")
     for size in sizes:
         cached = med(size, "bertkit", "cached", "first_step_s") / med(size, "bertkit", "first", "first_step_s")
         ratio = med(size, "reference", "first", "first_step_s") / med(size, "bertkit", "first", "first_step_s")
@@ -254,6 +299,19 @@ def report(results: dict, sizes: list[int]) -> None:
               "bertkit <= reference)")
 
 
+def compare_quality(a, corpus: Path, work: Path) -> None:
+    """Both variants trained a.quality_steps steps per seed: training tokens/s and held-out loss, side by side."""
+    held_out = generate_corpus(work / "heldout_1MB.txt", 1, seed=1)  # other text than any training corpus
+    print(f"\nheld-out masked-LM loss after {a.quality_steps} steps at 128 (batch {a.batch}; {corpus.name}; "
+          f"{held_out.name}, fixed masks)\n| seed | variant | tokens/s | held-out loss |\n|---|---|---|---|")
+    for seed in (int(s) for s in a.quality_seeds.split(",")):
+        run = argparse.Namespace(**{**vars(a), "steps": a.quality_steps, "seed": seed})
+        for variant in VARIANTS:
+            measured = measure(variant, corpus, work / f"cache-{variant}", 128, run, work)
+            loss = held_out_loss(str(work / f"out-{variant}"), str(held_out))
+            print(f"| {seed} | {variant} | {measured['tokens_per_s']:.0f} | {loss:.4f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10,100,1000", help="corpus sizes in MB, comma-separated")
@@ -262,6 +320,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--num-proc", type=int, default=None, help="map workers for both (default: the cores)")
     parser.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temp folder)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--quality-steps", type=int, default=0, help="also compare held-out loss after N steps")
+    parser.add_argument("--quality-seeds", default="42", help="seeds of the held-out comparison, comma-separated")
     parser.add_argument("--child", choices=VARIANTS)
     for name in ("--corpus", "--cache", "--output", "--result"):
         parser.add_argument(name)
@@ -296,6 +357,8 @@ def main() -> None:
                     (work / "results.json").write_text(json.dumps(results))  # --report reads it
                 shutil.rmtree(cache, ignore_errors=True)
     report(results, sizes)
+    if a.quality_steps:
+        compare_quality(a, work / f"corpus_{sizes[0]}MB.txt", work)
 
 
 if __name__ == "__main__":
