@@ -128,6 +128,17 @@ def test_a_bad_saved_setting_names_its_key_and_file(tmp_path):
         tasks.read_settings(settings_cls, {tasks.SETTINGS_KEY: saved}, str(tmp_path / "config.json"))
 
 
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_a_saved_setting_that_cannot_work_is_refused_when_read_for_every_task(name, tmp_path):
+    """Typed but unusable (a 2-token window): every task's check() runs in read_settings, not where callers remember."""
+    from bertkit.errors import BertkitError
+
+    settings_cls = tasks.task_module(name).Settings
+    saved = {**tasks.settings_dict(settings_cls()), "max_length": 2}
+    with pytest.raises(BertkitError, match="max_length"):
+        tasks.read_settings(settings_cls, {tasks.SETTINGS_KEY: saved}, str(tmp_path / "config.json"))
+
+
 def test_task_modules_load_without_the_trainer_wiring():
     """Serving a model (predict / evaluate) must not pull in the training stack's modules."""
     import subprocess

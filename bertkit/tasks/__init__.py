@@ -68,15 +68,18 @@ def settings_dict(settings: Any) -> dict:
 
 
 def read_settings(settings_cls: type, model_config: Any, source: str, legacy: dict | None = None) -> Any:
-    """A task's Settings from a model config (a PretrainedConfig or config.json's dict), typed and checked as a
-    recipe config is (a bad value names `bertkit_task_settings.<key>` and the file). `legacy` (the settings of a
+    """A task's Settings from a model config (a PretrainedConfig or config.json's dict), typed as a recipe config
+    is (a bad value names `bertkit_task_settings.<key>` and the file) and then checked by its `check()`, here for
+    every task, so that no caller can serve a model under settings that cannot work. `legacy` (the settings of a
     model saved before SETTINGS_KEY existed) is used when the key is absent; without either, the defaults."""
     from bertkit.config import build_config
 
     saved = (model_config.get(SETTINGS_KEY) if isinstance(model_config, dict)
              else getattr(model_config, SETTINGS_KEY, None))
     data = saved if saved is not None else (legacy or {})
-    return build_config(settings_cls, data, source, prefix=SETTINGS_KEY if saved is not None else "")
+    settings = build_config(settings_cls, data, source, prefix=SETTINGS_KEY if saved is not None else "")
+    settings.check()
+    return settings
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",

@@ -189,7 +189,6 @@ def load_predictor(model_dir: str) -> Chooser:
     model = load_finetuned(BertkitForMultipleChoice, model_dir, "choice")
     source = str(Path(model_dir) / "config.json")
     settings = read_settings(Settings, model.config, source, legacy=legacy_settings(model_dir, model.config))
-    settings.check()
     return Chooser(model, load_tokenizer(model_dir), settings)
 
 

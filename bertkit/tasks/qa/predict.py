@@ -32,7 +32,6 @@ def load_predictor(model_dir: str) -> QAModel:
     model = load_finetuned(BertkitForQuestionAnswering, model_dir, "qa")
     source = str(Path(model_dir) / "config.json")
     settings = read_settings(Settings, model.config, source, legacy=legacy_settings(model.config))
-    settings.check()
     return QAModel(model, load_tokenizer(model_dir), settings)
 
 
