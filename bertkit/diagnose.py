@@ -28,7 +28,7 @@ WORSE_BY = 0.02  # a dev metric this far under its best, at the end, is getting 
 SWING = 0.05  # a dev-metric move this large, then one back, is a swing
 LOW_METRIC = 0.6  # a final dev metric (0-1) under this is low
 CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident
-NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15
+NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15  # within NEAR of chance: near it; further under: below; BELOW under: far
 SHOWN_TEXTS, SHOWN_GROUPS = 3, 5
 
 
@@ -185,8 +185,9 @@ def chance_warning(accuracy: float, gold: list[int], classes: int) -> Symptom | 
     if not gold:
         return None
     chance = max(Counter(gold).values()) / len(gold)
-    if accuracy < chance - BELOW_CHANCE:
-        swapped = " — on a binary task this says the labels are swapped (0 <-> 1)" if classes == 2 else ""
+    if accuracy < chance - NEAR_CHANCE:  # worse than always answering the majority label
+        far = accuracy < chance - BELOW_CHANCE and classes == 2
+        swapped = " — on a binary task this far below says the labels are swapped (0 <-> 1)" if far else ""
         return Symptom("dev accuracy below chance", [f"dev accuracy {accuracy:.4f}; chance (majority label) "
                                                      f"{chance:.4f}"], f"suspect the data first{swapped}: compare "
                        "the label mapping of the training and dev files, and the groups of confident errors", [])

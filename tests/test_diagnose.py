@@ -89,6 +89,8 @@ def test_chance_warning_below_near_and_above_chance():
     assert swapped.name == "dev accuracy below chance" and "swapped" in swapped.advice
     assert "swapped" not in dx.chance_warning(0.05, [0, 1, 2] * 5, 3).advice
     assert dx.chance_warning(0.52, balanced, 2).name == "dev accuracy near chance"
+    between = dx.chance_warning(0.425, balanced, 2)  # under chance, not far under (a barely trained model, swapped dev)
+    assert between.name == "dev accuracy below chance" and "swapped" not in between.advice
     assert dx.chance_warning(0.9, balanced, 2) is None
     assert dx.chance_warning(0.8, [0] * 8 + [1] * 2, 2).name == "dev accuracy near chance"  # the majority's share
 
