@@ -29,7 +29,7 @@ SWING = 0.05  # a dev-metric move this large, then one back, is a swing
 LOW_METRIC = 0.6  # a final dev metric (0-1) under this is low
 CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident
 NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15  # within NEAR of chance: near it; further under: below; BELOW under: far
-SHOWN_TEXTS, SHOWN_GROUPS = 3, 5
+SHOWN_TEXTS, SHOWN_GROUPS, SHOWN_POINTS = 3, 5, 10
 
 
 @dataclass
@@ -80,8 +80,14 @@ def _quarter_means(values: list[float]) -> tuple[float, float]:
     return sum(values[:size]) / size, sum(values[-size:]) / size
 
 
-def _series(points: list[tuple[int, float]]) -> str:
-    return ", ".join(f"{value:.3f} (step {step})" for step, value in points)
+def _series(points: list[tuple[int, float]], limit: int = SHOWN_POINTS) -> str:
+    """The evaluations as `value (step N)`; over `limit`, that many evenly spaced (first and last kept)."""
+    shown = points
+    if len(points) > limit:
+        keep = {round(i * (len(points) - 1) / (limit - 1)) for i in range(limit)}
+        shown = [point for i, point in enumerate(points) if i in keep]
+    text = ", ".join(f"{value:.3f} (step {step})" for step, value in shown)
+    return text if shown is points else f"{text} ({limit} of {len(points)} evaluations shown)"
 
 
 # -------------------------------------------------------------------------------------------------- the detectors

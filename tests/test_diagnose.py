@@ -83,6 +83,14 @@ def test_everything_low_and_the_inspect_command():
     assert dx.inspect_command(config) == "bertkit inspect t.csv --dev d.csv --model m --max-length 64"
 
 
+def test_a_long_series_of_evaluations_is_shown_as_ten_evenly_spaced_points():
+    points = [(4 * (i + 1), i / 100) for i in range(30)]
+    text = dx._series(points)
+    assert text.count("(step") == 10 and text.startswith("0.000 (step 4), ")
+    assert "0.290 (step 120) (10 of 30 evaluations shown)" in text
+    assert dx._series(points[:10]).count("(step") == 10 and "shown" not in dx._series(points[:10])
+
+
 def test_chance_warning_below_near_and_above_chance():
     balanced = [0, 1] * 10
     swapped = dx.chance_warning(0.05, balanced, 2)
