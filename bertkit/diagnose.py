@@ -302,8 +302,23 @@ def suspect_data(diagnosis: Diagnosis, predictions) -> None:
     texts, gold, probs, names = predictions
     accuracy = float((probs.argmax(axis=1) == gold).mean()) if len(gold) else 0.0
     if symptom := chance_warning(accuracy, gold, len(names)):
+        if symptom.name == "dev accuracy below chance":
+            blame_the_data(diagnosis.symptoms)
         diagnosis.symptoms.insert(0, symptom)  # suspect the data before the model
     diagnosis.errors = confident_errors(texts, gold, probs, names)
+
+
+def blame_the_data(symptoms: list[Symptom]) -> None:
+    """Below chance, the curve symptoms that the data explains lose their model-side advice: "everything low" goes,
+    and a dev score that falls while the training loss does says the dev labels disagree with the training ones,
+    which fewer epochs would only hide."""
+    symptoms[:] = [symptom for symptom in symptoms if symptom.name != "everything low"]
+    for symptom in symptoms:
+        if "overfitting" in symptom.name:
+            symptom.advice = ("the model gets worse on dev as it learns the training labels, and ends below chance: "
+                              "the dev labels likely disagree with the training labels — fix the data before "
+                              "changing epochs or regularisation")
+            symptom.commands = []
 
 
 def report_lines(diagnosis: Diagnosis) -> list[str]:
@@ -329,4 +344,5 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
 __all__ = ["Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
            "loss_not_falling", "overfitting", "dev_not_improving", "jumping_metric", "everything_low", "chance_warning",
            "confident_errors", "dev_predictions", "read_run", "curve_symptoms", "diagnose", "suspect_data",
-           "report_lines", "rerun_command", "inspect_command", "overfitting_commands", "jumping_commands"]
+           "blame_the_data", "report_lines", "rerun_command", "inspect_command", "overfitting_commands",
+           "jumping_commands"]
