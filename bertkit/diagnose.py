@@ -333,7 +333,9 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
         lines.extend(f"   try: {command}" for command in symptom.commands)
     if diagnosis.errors:
         total = sum(count for _, _, count, _ in diagnosis.errors)
-        lines.append(f"confidently wrong on dev (probability >= {CONFIDENT}): {total} examples, by gold -> predicted")
+        examples = "example" if total == 1 else "examples"
+        lines.append(f"confidently wrong on dev (probability >= {CONFIDENT}): {total} {examples}, by gold -> "
+                     "predicted")
         for gold, predicted, count, texts in diagnosis.errors[:SHOWN_GROUPS]:
             lines.append(f"   {gold} -> {predicted}: {count}")
             lines.extend(f"      {text[:100]!r}" for text in texts)

@@ -138,6 +138,8 @@ def test_a_run_directory_without_dev_predictions(tmp_path):
     assert report.symptoms[1].commands[0].startswith("bertkit inspect t.csv")
     healthy = fake_run(tmp_path / "healthy", history(FALLING, [(0.8, 0.5), (0.9, 0.4)]), {"macro_f1": 0.9})
     assert dx.report_lines(dx.diagnose(healthy, predict=False))[1].startswith("no symptom found")
+    one_error = dx.Diagnosis(healthy, [], errors=[("positive", "negative", 1, ["a text"])])
+    assert "1 example, by gold" in "\n".join(dx.report_lines(one_error))
     result = runner.invoke(app, ["diagnose", str(tmp_path / "nothing")])
     assert result.exit_code == 2 and "no finished bertkit run" in result.output
 
