@@ -28,7 +28,7 @@ WORSE_BY = 0.02  # a dev metric this far under its best, at the end, is getting 
 SWING = 0.05  # a dev-metric move this large, then one back, is a swing
 LOW_METRIC = 0.6  # a final dev metric (0-1) under this is low
 CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident
-NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15  # within NEAR of chance: near it; further under: below; BELOW under: far
+NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15  # within NEAR of chance: near it; further under: below; BELOW under: far below
 SHOWN_TEXTS, SHOWN_GROUPS, SHOWN_POINTS = 3, 5, 10
 
 
@@ -187,20 +187,21 @@ def inspect_command(config: dict) -> str:
 # ------------------------------------------------------------------------------------------- data suspicions
 
 def chance_warning(accuracy: float, gold: list[int], classes: int) -> Symptom | None:
-    """Dev accuracy near chance (the majority label's share), or below it; far below on a binary task: swapped?"""
+    """Dev accuracy near chance (the majority label's share), below it, or far below it (on a binary task: the
+    labels swapped?)."""
     if not gold:
         return None
     chance = max(Counter(gold).values()) / len(gold)
+    evidence = [f"dev accuracy {accuracy:.4f}; chance (majority label) {chance:.4f}"]
+    compare = "compare the label mapping of the training and dev files, and the groups of confident errors"
+    if accuracy < chance - BELOW_CHANCE:
+        swapped = " — on a binary task this says the labels are swapped (0 <-> 1)" if classes == 2 else ""
+        return Symptom("dev accuracy far below chance", evidence, f"suspect the data first{swapped}: {compare}", [])
     if accuracy < chance - NEAR_CHANCE:  # worse than always answering the majority label
-        far = accuracy < chance - BELOW_CHANCE and classes == 2
-        swapped = " — on a binary task this far below says the labels are swapped (0 <-> 1)" if far else ""
-        return Symptom("dev accuracy below chance", [f"dev accuracy {accuracy:.4f}; chance (majority label) "
-                                                     f"{chance:.4f}"], f"suspect the data first{swapped}: compare "
-                       "the label mapping of the training and dev files, and the groups of confident errors", [])
+        return Symptom("dev accuracy below chance", evidence, f"suspect the data first: {compare}", [])
     if abs(accuracy - chance) <= NEAR_CHANCE:
-        return Symptom("dev accuracy near chance", [f"dev accuracy {accuracy:.4f}; chance (majority label) "
-                                                    f"{chance:.4f}"], "the model learned next to nothing: check "
-                       "the labels and the learning rate before anything else", [])
+        return Symptom("dev accuracy near chance", evidence, "the model learned next to nothing: check the labels and "
+                       "the learning rate before anything else", [])
     return None
 
 
@@ -302,14 +303,14 @@ def suspect_data(diagnosis: Diagnosis, predictions) -> None:
     texts, gold, probs, names = predictions
     accuracy = float((probs.argmax(axis=1) == gold).mean()) if len(gold) else 0.0
     if symptom := chance_warning(accuracy, gold, len(names)):
-        if symptom.name == "dev accuracy below chance":
+        if symptom.name == "dev accuracy far below chance":
             blame_the_data(diagnosis.symptoms)
         diagnosis.symptoms.insert(0, symptom)  # suspect the data before the model
     diagnosis.errors = confident_errors(texts, gold, probs, names)
 
 
 def blame_the_data(symptoms: list[Symptom]) -> None:
-    """Below chance, the curve symptoms that the data explains lose their model-side advice: "everything low" goes,
+    """Far below chance, the curve symptoms the data explains lose their model-side advice: "everything low" goes,
     and a dev score that falls while the training loss does says the dev labels disagree with the training ones,
     which fewer epochs would only hide."""
     symptoms[:] = [symptom for symptom in symptoms if symptom.name != "everything low"]

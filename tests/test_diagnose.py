@@ -94,13 +94,27 @@ def test_a_long_series_of_evaluations_is_shown_as_ten_evenly_spaced_points():
 def test_chance_warning_below_near_and_above_chance():
     balanced = [0, 1] * 10
     swapped = dx.chance_warning(0.05, balanced, 2)
-    assert swapped.name == "dev accuracy below chance" and "swapped" in swapped.advice
+    assert swapped.name == "dev accuracy far below chance" and "swapped" in swapped.advice
     assert "swapped" not in dx.chance_warning(0.05, [0, 1, 2] * 5, 3).advice
     assert dx.chance_warning(0.52, balanced, 2).name == "dev accuracy near chance"
     between = dx.chance_warning(0.425, balanced, 2)  # under chance, not far under (a barely trained model, swapped dev)
     assert between.name == "dev accuracy below chance" and "swapped" not in between.advice
     assert dx.chance_warning(0.9, balanced, 2) is None
     assert dx.chance_warning(0.8, [0] * 8 + [1] * 2, 2).name == "dev accuracy near chance"  # the majority's share
+
+
+def test_only_far_below_chance_puts_the_low_score_on_the_data():
+    gold = [0, 1] * 20
+
+    def names_after(correct: int) -> list[str]:
+        probs = np.array([[0.9, 0.1] if (label == 0) == (i < correct) else [0.1, 0.9] for i, label in
+                          enumerate(gold)])  # the first `correct` rows right, the rest wrong
+        diagnosis = dx.Diagnosis("run", [dx.everything_low(0.3, "macro_f1")])
+        dx.suspect_data(diagnosis, (["text"] * len(gold), gold, probs, ["negative", "positive"]))
+        return [symptom.name for symptom in diagnosis.symptoms]
+
+    assert names_after(17) == ["dev accuracy below chance", "everything low"]  # 0.425: the model may be at fault
+    assert names_after(2) == ["dev accuracy far below chance"]  # 0.05: the data explains the low score
 
 
 def test_confident_errors_are_grouped_by_gold_and_predicted():
@@ -187,7 +201,7 @@ def test_a_learning_rate_of_1e_9_does_not_move_the_loss(tiny_model_dir, data, tm
 def test_swapped_dev_labels_show_as_far_below_chance_with_the_swap_in_the_errors(minilm_dir, data, tmp_path):
     run_recipe(overrides(minilm_dir, data["train"], data["swapped"], tmp_path, "train.num_train_epochs=3"))
     report = dx.diagnose(str(tmp_path))
-    assert report.symptoms[0].name == "dev accuracy below chance" and "swapped" in report.symptoms[0].advice
+    assert report.symptoms[0].name == "dev accuracy far below chance" and "swapped" in report.symptoms[0].advice
     assert "everything low" not in [s.name for s in report.symptoms]  # the data explains it: no domain advice
     for symptom in report.symptoms:
         if "overfitting" in symptom.name:  # not "train fewer epochs": the labels disagree
