@@ -23,7 +23,8 @@ Measures:
   first step s   wall time from starting the process to the end of the first optimizer step
   tokens/s       training tokens (batch x max_length) per second from the end of step 1 to the end of the last
 The table gives min / median / max over the repeats. The machine may be shared: figures move between runs.
---quality-steps N also trains each variant N steps at 128 on the first corpus, per --quality-seeds, and prints both
+--quality-steps N also trains each variant N steps (at --quality-length tokens, default 128) on the first corpus, per
+--quality-seeds, and prints both
 tokens/s and each model's held-out masked-LM loss (`held_out_loss`: the same text, masks and stock model class for
 both), so the speed ratio is read at equal (or not) held-out loss.
 """
@@ -170,10 +171,10 @@ def run_reference(a) -> None:
     trainer.save_model()  # for the held-out check; bertkit saves its final model itself
 
 
-def held_out_loss(model_dir: str, corpus: str, max_length: int = 128, blocks: int = 256) -> float:
+def held_out_loss(model_dir: str, corpus: str, max_length: int = 128, tokens: int = 32768) -> float:
     """Mean masked-LM loss of a saved model on fixed masks over held-out text, judged the same way for both
-    variants: stock transformers BertForMaskedLM, [CLS] + max_length - 2 tokens + [SEP] blocks, 15 % of the
-    positions selected (80/10/10) by DataCollatorForLanguageModeling under a fixed torch seed."""
+    variants: stock transformers BertForMaskedLM, `tokens` worth of [CLS] + max_length - 2 tokens + [SEP] blocks,
+    15 % of the positions selected (80/10/10) by DataCollatorForLanguageModeling under a fixed torch seed."""
     import torch
     import transformers
 
@@ -182,7 +183,7 @@ def held_out_loss(model_dir: str, corpus: str, max_length: int = 128, blocks: in
     tokenizer = transformers.AutoTokenizer.from_pretrained(embedded_model_path())
     lines = [line for line in Path(corpus).read_text(encoding="utf-8").split("\n") if line.strip()]
     ids = [t for row in tokenizer(lines, add_special_tokens=False)["input_ids"] for t in row]
-    size = max_length - 2
+    size, blocks = max_length - 2, tokens // max_length
     rows = [[tokenizer.cls_token_id, *ids[k * size:(k + 1) * size], tokenizer.sep_token_id] for k in range(blocks)]
     torch.manual_seed(0)
     batch = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)(
@@ -302,13 +303,14 @@ def report(results: dict, sizes: list[int]) -> None:
 def compare_quality(a, corpus: Path, work: Path) -> None:
     """Both variants trained a.quality_steps steps per seed: training tokens/s and held-out loss, side by side."""
     held_out = generate_corpus(work / "heldout_1MB.txt", 1, seed=1)  # other text than any training corpus
-    print(f"\nheld-out masked-LM loss after {a.quality_steps} steps at 128 (batch {a.batch}; {corpus.name}; "
+    length = a.quality_length
+    print(f"\nheld-out masked-LM loss after {a.quality_steps} steps at {length} (batch {a.batch}; {corpus.name}; "
           f"{held_out.name}, fixed masks)\n| seed | variant | tokens/s | held-out loss |\n|---|---|---|---|")
     for seed in (int(s) for s in a.quality_seeds.split(",")):
         run = argparse.Namespace(**{**vars(a), "steps": a.quality_steps, "seed": seed})
         for variant in VARIANTS:
-            measured = measure(variant, corpus, work / f"cache-{variant}", 128, run, work)
-            loss = held_out_loss(str(work / f"out-{variant}"), str(held_out))
+            measured = measure(variant, corpus, work / f"cache-{variant}", length, run, work)
+            loss = held_out_loss(str(work / f"out-{variant}"), str(held_out), length)
             print(f"| {seed} | {variant} | {measured['tokens_per_s']:.0f} | {loss:.4f} |", flush=True)
 
 
@@ -323,6 +325,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--quality-steps", type=int, default=0, help="also compare held-out loss after N steps")
     parser.add_argument("--quality-seeds", default="42", help="seeds of the held-out comparison, comma-separated")
+    parser.add_argument("--quality-length", type=int, default=128, help="max_length of the held-out comparison")
     parser.add_argument("--child", choices=VARIANTS)
     for name in ("--corpus", "--cache", "--output", "--result"):
         parser.add_argument(name)
