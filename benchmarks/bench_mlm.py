@@ -1,7 +1,7 @@
 """bertkit's mlm recipe against a plain run_mlm.py-style script on synthetic corpora: memory, start-up, throughput.
 
     python benchmarks/bench_mlm.py [--sizes 10,100,1000] [--repeats 3] [--steps 6] [--num-proc N] [--workdir DIR]
-        [--quality-steps 100 --quality-seeds 42,43]
+        [--quality-steps 80 [--quality-length 512] [--quality-seeds 42,43]]
 
 For each corpus size (MB of text, generated here at run time from MiniLM's vocabulary with Zipf-like word
 frequencies: sentences, paragraphs one per line, blank lines between documents; written under --workdir, never
@@ -23,10 +23,9 @@ Measures:
   first step s   wall time from starting the process to the end of the first optimizer step
   tokens/s       training tokens (batch x max_length) per second from the end of step 1 to the end of the last
 The table gives min / median / max over the repeats. The machine may be shared: figures move between runs.
---quality-steps N also trains each variant N steps (at --quality-length tokens, default 128) on the first corpus, per
---quality-seeds, and prints both
-tokens/s and each model's held-out masked-LM loss (`held_out_loss`: the same text, masks and stock model class for
-both), so the speed ratio is read at equal (or not) held-out loss.
+--quality-steps N also trains each variant N steps (at --quality-length tokens, default 128) on the first corpus,
+once per --quality-seeds seed, and prints its tokens/s and held-out masked-LM loss (`held_out_loss`: the same text,
+masks and stock model class for both), so the speed ratio is read at equal (or not) held-out loss.
 """
 
 from __future__ import annotations
