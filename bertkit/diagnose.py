@@ -186,9 +186,10 @@ def inspect_command(config: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- data suspicions
 
-def chance_warning(accuracy: float, gold: list[int], classes: int) -> Symptom | None:
+def chance_warning(accuracy: float, gold: list[int], classes: int, learned: bool = True) -> Symptom | None:
     """Dev accuracy near chance (the majority label's share), below it, or far below it (on a binary task: the
-    labels swapped?)."""
+    labels swapped?). A model that `learned` nothing (its training loss did not fall) lands a few points under
+    chance by the luck of its random head: that is near chance, not a sign of bad data."""
     if not gold:
         return None
     chance = max(Counter(gold).values()) / len(gold)
@@ -197,9 +198,9 @@ def chance_warning(accuracy: float, gold: list[int], classes: int) -> Symptom | 
     if accuracy < chance - BELOW_CHANCE:
         swapped = " — on a binary task this says the labels are swapped (0 <-> 1)" if classes == 2 else ""
         return Symptom("dev accuracy far below chance", evidence, f"suspect the data first{swapped}: {compare}", [])
-    if accuracy < chance - NEAR_CHANCE:  # worse than always answering the majority label
+    if accuracy < chance - NEAR_CHANCE and learned:  # worse than always answering the majority label
         return Symptom("dev accuracy below chance", evidence, f"suspect the data first: {compare}", [])
-    if abs(accuracy - chance) <= NEAR_CHANCE:
+    if accuracy <= chance + NEAR_CHANCE:  # within NEAR of chance, or under it from a model that learned nothing
         return Symptom("dev accuracy near chance", evidence, "the model learned next to nothing: check the labels and "
                        "the learning rate before anything else", [])
     return None
@@ -302,7 +303,8 @@ def suspect_data(diagnosis: Diagnosis, predictions) -> None:
         return
     texts, gold, probs, names = predictions
     accuracy = float((probs.argmax(axis=1) == gold).mean()) if len(gold) else 0.0
-    if symptom := chance_warning(accuracy, gold, len(names)):
+    learned = not any(symptom.name == "training loss not falling" for symptom in diagnosis.symptoms)
+    if symptom := chance_warning(accuracy, gold, len(names), learned):
         if symptom.name == "dev accuracy far below chance":
             blame_the_data(diagnosis.symptoms)
         diagnosis.symptoms.insert(0, symptom)  # suspect the data before the model

@@ -99,6 +99,8 @@ def test_chance_warning_below_near_and_above_chance():
     assert dx.chance_warning(0.52, balanced, 2).name == "dev accuracy near chance"
     between = dx.chance_warning(0.425, balanced, 2)  # under chance, not far under (a barely trained model, swapped dev)
     assert between.name == "dev accuracy below chance" and "swapped" not in between.advice
+    # the same accuracy from a model whose training loss never fell: its random head, not the data
+    assert dx.chance_warning(0.383, balanced, 2, learned=False).name == "dev accuracy near chance"
     assert dx.chance_warning(0.9, balanced, 2) is None
     assert dx.chance_warning(0.8, [0] * 8 + [1] * 2, 2).name == "dev accuracy near chance"  # the majority's share
 
