@@ -63,12 +63,17 @@ def left_folders(run_dir: Path) -> list[str]:
     return sorted(p.name for p in run_dir.iterdir() if p.is_dir())
 
 
+def unpruned_search(model_dir, data, out, trials: int, *extra):
+    """`bertkit run choice` with a search of `trials` trials over SMALL_SPACE, no pruning; asserts it exits 0."""
+    result = runner.invoke(app, ["run", "choice", *choice_overrides(
+        model_dir, data, out, f"search.trials={trials}", *SMALL_SPACE, "search.pruning=false", *extra)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def test_search_keeps_the_best_trial_and_its_settings(choice_model_dir, choice_data, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "choice", *choice_overrides(
-        choice_model_dir, choice_data, out, "search.trials=3", *SMALL_SPACE, "search.pruning=false",
-        "train.metric_for_best_model=loss")])
-    assert result.exit_code == 0, result.output
+    result = unpruned_search(choice_model_dir, choice_data, out, 3, "train.metric_for_best_model=loss")
     assert "search: 3 trials, dev loss" in result.output and "best settings" in result.output
     metrics = metrics_of(out)
     trials, best = metrics["search"]["trials"], metrics["search"]["best"]
@@ -91,10 +96,7 @@ def test_search_keeps_the_best_trial_and_its_settings(choice_model_dir, choice_d
 
 def test_under_max_steps_the_epochs_are_not_searched_and_the_search_says_so(choice_model_dir, choice_data, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "choice", *choice_overrides(
-        choice_model_dir, choice_data, out, "search.trials=2", *SMALL_SPACE, "search.pruning=false",
-        "train.max_steps=4")])
-    assert result.exit_code == 0, result.output
+    result = unpruned_search(choice_model_dir, choice_data, out, 2, "train.max_steps=4")
     assert "epochs not searched (train.max_steps=4)" in " ".join(result.output.split())
     assert all("num_train_epochs" not in trial["params"] for trial in metrics_of(out)["search"]["trials"])
 
