@@ -9,6 +9,7 @@ import collections
 import csv
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -447,6 +448,37 @@ def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path
         assert [b["example_id"] for b in blocks] == list(range(len(expected_blocks)))
         windows = LineWindows(tokens, split.train, 64, en.cls_token_id, en.sep_token_id)
         assert [w["input_ids"] for w in windows] == expected_lines, workers
+
+
+def _mapped_rss(path: str) -> int:
+    """Bytes of `path`'s mappings resident in this process (the Rss lines of /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:  # a mapping's header line
+            inside = line.endswith(" " + path)
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_map_functions_unmap_the_text_pages_they_read(tmp_path):
+    """A map worker's RSS must not grow with the corpus: the pages of the memory-mapped text it has read are
+    released as it goes, and what the map writes is what the bare function writes."""
+    from bertkit.tasks.mlm import corpus
+
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta"]
+    text = "\n".join(" ".join(words[(i + k) % 7] for k in range(20)) for i in range(70_000))  # about 8.6 MB
+    (tmp_path / "big.txt").write_text(text + "\n", encoding="utf-8")
+    lines = corpus.read_lines(str(tmp_path / "big.txt"), cache_dir=str(tmp_path / "cache"))
+    arrow = os.path.realpath(lines.cache_files[0]["filename"])
+    size = os.path.getsize(arrow)
+    assert size > 8e6
+    corpus.release_mapped_pages((arrow,))
+    flags, _ = corpus.cached_map(lines, corpus.BlankFlags(), "test-blank", 1, "blank", remove_columns=["text"])
+    assert _mapped_rss(arrow) < size / 4  # read in full, at most the last few batches' pages stay mapped
+    assert flags["blank"] == corpus.BlankFlags()({"text": lines["text"]})["blank"]
+    assert _mapped_rss(arrow) > size / 2  # reading it all without the release keeps every page mapped
 
 
 def _units(word_ids):
