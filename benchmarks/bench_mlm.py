@@ -1,7 +1,8 @@
 """bertkit's mlm recipe against a plain run_mlm.py-style script on synthetic corpora: memory, start-up, throughput.
 
     python benchmarks/bench_mlm.py [--sizes 10,100,1000] [--repeats 3] [--steps 6] [--num-proc N] [--workdir DIR]
-        [--quality-steps 80 [--quality-length 512] [--quality-seeds 42,43]]
+        [--variants bertkit,reference]
+        [--quality-steps 80 [--quality-length 512] [--quality-seeds 42,43]] [--lr 5.0e-5]
 
 For each corpus size (MB of text, generated here at run time from MiniLM's vocabulary with Zipf-like word
 frequencies: sentences, paragraphs one per line, blank lines between documents; written under --workdir, never
@@ -11,7 +12,8 @@ committed) and each repeat, every variant runs in its own subprocess:
   reference   transformers' run_mlm.py recipe: load_dataset("text"), tokenize map and group_texts map with the
               same num_proc, DataCollatorForLanguageModeling, BertForMaskedLM, Trainer
 Each variant: a first run on a fresh cache, a cached rerun (same cache, same settings) at max_length 128, and a
-cached run at 512. Both fine-tune the embedded all-MiniLM-L6-v2, fp32, batch --batch, --steps optimizer steps.
+cached run at 512. Both fine-tune the embedded all-MiniLM-L6-v2, fp32, batch --batch, --steps optimizer steps at
+learning rate --lr.
 bertkit runs with head_warmup_steps=0 and data.max_eval_examples=16 (its held-out "before" perplexity is part of
 its time to the first step; the reference evaluates nothing).
 Measures:
@@ -129,6 +131,7 @@ def run_bertkit(a) -> None:
                  f"data.num_proc={a.num_proc}", f"output_dir={a.output}", "overwrite=true", "precision=fp32",
                  f"data.max_length={a.max_length}", "head_warmup_steps=0", "data.max_eval_examples=16",
                  f"train.max_steps={a.steps}", f"train.per_device_train_batch_size={a.batch}", f"seed={a.seed}",
+                 f"train.learning_rate={a.lr}",
                  # the reference's objective and optimizer: token-level masking, no warm-up, no weight decay
                  "masking.whole_word=none", "train.warmup_steps=0", "train.weight_decay=0",
                  "train.eval_strategy=no", "train.save_strategy=no", "train.load_best_model_at_end=false",
@@ -163,7 +166,7 @@ def run_reference(a) -> None:
     model = transformers.BertForMaskedLM.from_pretrained(model_path)
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
     args = transformers.TrainingArguments(output_dir=a.output, max_steps=a.steps, per_device_train_batch_size=a.batch,
-                                          learning_rate=5e-5, save_strategy="no", report_to="none",
+                                          learning_rate=a.lr, save_strategy="no", report_to="none",
                                           logging_steps=1000, seed=a.seed)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=grouped, data_collator=collator)
     trainer.train()
@@ -217,7 +220,8 @@ def measure(variant: str, corpus: Path, cache: Path, max_length: int, a, work: P
     result.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--child", variant, "--corpus", str(corpus), "--cache", str(cache),
                "--output", str(work / f"out-{variant}"), "--max-length", str(max_length), "--steps", str(a.steps),
-               "--batch", str(a.batch), "--num-proc", str(a.num_proc), "--seed", str(a.seed), "--result", str(result)]
+               "--batch", str(a.batch), "--num-proc", str(a.num_proc), "--seed", str(a.seed), "--lr", str(a.lr),
+               "--result", str(result)]
     log = (work / f"{variant}.log").open("w")
     started = time.time()
     process = psutil.Popen(command, cwd=ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
@@ -299,12 +303,25 @@ def report(results: dict, sizes: list[int]) -> None:
               "bertkit <= reference)")
 
 
+def merge_results(saved: list[dict]) -> dict:
+    """Several results.json contents as one: the runs of each size, variant and kind put together."""
+    merged: dict = {}
+    for results in saved:
+        for size, variants in results.items():
+            for variant, runs in variants.items():
+                for run, values in runs.items():
+                    merged.setdefault(int(size), {v: {"first": [], "cached": [], "cached512": []} for v in VARIANTS})
+                    merged[int(size)][variant][run] += values
+    return merged
+
+
 def compare_quality(a, corpus: Path, work: Path) -> None:
     """Both variants trained a.quality_steps steps per seed: training tokens/s and held-out loss, side by side."""
     held_out = generate_corpus(work / "heldout_1MB.txt", 1, seed=1)  # other text than any training corpus
     length = a.quality_length
-    print(f"\nheld-out masked-LM loss after {a.quality_steps} steps at {length} (batch {a.batch}; {corpus.name}; "
-          f"{held_out.name}, fixed masks)\n| seed | variant | tokens/s | held-out loss |\n|---|---|---|---|")
+    print(f"\nheld-out masked-LM loss after {a.quality_steps} steps at {length} (batch {a.batch}, lr {a.lr}; "
+          f"{corpus.name}; {held_out.name}, fixed masks)\n| seed | variant | tokens/s | held-out loss |\n"
+          "|---|---|---|---|")
     for seed in (int(s) for s in a.quality_seeds.split(",")):
         run = argparse.Namespace(**{**vars(a), "steps": a.quality_steps, "seed": seed})
         for variant in VARIANTS:
@@ -322,6 +339,8 @@ def main() -> None:
     parser.add_argument("--num-proc", type=int, default=None, help="map workers for both (default: the cores)")
     parser.add_argument("--workdir", default=None, help="where corpora and caches go (default: a temp folder)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--lr", type=float, default=5e-5, help="learning rate of both variants")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="which to run (a rerun of one, for --report)")
     parser.add_argument("--quality-steps", type=int, default=0, help="also compare held-out loss after N steps")
     parser.add_argument("--quality-seeds", default="42", help="seeds of the held-out comparison, comma-separated")
     parser.add_argument("--quality-length", type=int, default=128, help="max_length of the held-out comparison")
@@ -329,13 +348,13 @@ def main() -> None:
     for name in ("--corpus", "--cache", "--output", "--result"):
         parser.add_argument(name)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--report", help="print the table of a results.json written by an earlier run")
+    parser.add_argument("--report", nargs="+", help="print the table of results.json files of earlier runs (merged)")
     a = parser.parse_args()
     if a.child:
         return child(a)
     if a.report:
-        saved = json.loads(Path(a.report).read_text())
-        return report({int(k): v for k, v in saved.items()}, [int(k) for k in saved])
+        merged = merge_results([json.loads(Path(path).read_text()) for path in a.report])
+        return report(merged, sorted(merged))
     a.num_proc = a.num_proc or len(os.sched_getaffinity(0))
     sizes = [int(s) for s in a.sizes.split(",")]
     repeats = [int(r) for r in a.repeats.split(",")]
@@ -349,7 +368,7 @@ def main() -> None:
         corpus = generate_corpus(work / f"corpus_{size}MB.txt", size)
         results[size] = {v: {"first": [], "cached": [], "cached512": []} for v in VARIANTS}
         for repeat in range(count):
-            for variant in VARIANTS:  # interleaved, so machine noise hits both alike
+            for variant in a.variants.split(","):  # interleaved, so machine noise hits both alike
                 cache = work / f"cache-{variant}"
                 shutil.rmtree(cache, ignore_errors=True)
                 runs = results[size][variant]

@@ -12,6 +12,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -461,24 +462,62 @@ def _mapped_rss(path: str) -> int:
     return total
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
-def test_map_functions_unmap_the_text_pages_they_read(tmp_path):
+linux_only = pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+
+
+@pytest.fixture(scope="module")
+def big_lines(tmp_path_factory):
+    """About 8.6 MB of text as a memory-mapped line table."""
+    from bertkit.tasks.mlm import corpus
+
+    folder = tmp_path_factory.mktemp("big")
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta"]
+    text = "\n".join(" ".join(words[(i + k) % 7] for k in range(20)) for i in range(70_000))
+    (folder / "big.txt").write_text(text + "\n", encoding="utf-8")
+    return corpus.read_lines(str(folder / "big.txt"), cache_dir=str(folder / "cache"))
+
+
+@linux_only
+def test_map_functions_unmap_the_text_pages_they_read(big_lines):
     """A map worker's RSS must not grow with the corpus: the pages of the memory-mapped text it has read are
     released as it goes, and what the map writes is what the bare function writes."""
     from bertkit.tasks.mlm import corpus
+    from bertkit.tasks.mlm.pages import release_mapped_pages
 
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta"]
-    text = "\n".join(" ".join(words[(i + k) % 7] for k in range(20)) for i in range(70_000))  # about 8.6 MB
-    (tmp_path / "big.txt").write_text(text + "\n", encoding="utf-8")
-    lines = corpus.read_lines(str(tmp_path / "big.txt"), cache_dir=str(tmp_path / "cache"))
-    arrow = os.path.realpath(lines.cache_files[0]["filename"])
+    arrow = os.path.realpath(big_lines.cache_files[0]["filename"])
     size = os.path.getsize(arrow)
     assert size > 8e6
-    corpus.release_mapped_pages((arrow,))
-    flags, _ = corpus.cached_map(lines, corpus.BlankFlags(), "test-blank", 1, "blank", remove_columns=["text"])
+    release_mapped_pages((arrow,))
+    flags, _ = corpus.cached_map(big_lines, corpus.BlankFlags(), "test-blank", 1, "blank", remove_columns=["text"])
     assert _mapped_rss(arrow) < size / 4  # read in full, at most the last few batches' pages stay mapped
-    assert flags["blank"] == corpus.BlankFlags()({"text": lines["text"]})["blank"]
+    assert flags["blank"] == corpus.BlankFlags()({"text": big_lines["text"]})["blank"]
     assert _mapped_rss(arrow) > size / 2  # reading it all without the release keeps every page mapped
+
+
+@linux_only
+def test_an_epoch_of_blocks_unmaps_the_token_pages_it_read(en, big_lines, monkeypatch):
+    """Training reads blocks from the memory-mapped token table: over an epoch, its pages are released as it goes
+    (every ListColumn.RELEASE_EVERY rows), so the process's RSS does not grow by the table's size."""
+    from bertkit.tasks.mlm import corpus
+    from bertkit.tasks.mlm.blocks import GroupBlocks, ListColumn
+    from bertkit.tasks.mlm.pages import release_mapped_pages
+
+    tokens, _ = corpus.tokenize_rows(big_lines, en, "wordpiece")
+    arrow = os.path.realpath(tokens.cache_files[0]["filename"])
+    size = os.path.getsize(arrow)
+    rows = np.arange(len(tokens))
+
+    def read_every_block() -> int:
+        blocks = GroupBlocks(tokens, rows, 128, en.cls_token_id, en.sep_token_id)
+        return sum(len(blocks[k]["input_ids"]) - 2 for k in range(len(blocks)))
+
+    release_mapped_pages((arrow,))
+    monkeypatch.setattr(ListColumn, "RELEASE_EVERY", 1000)
+    assert read_every_block() == int(ListColumn(tokens, "input_ids").lengths().sum())  # every token, once
+    assert _mapped_rss(arrow) < size / 4
+    monkeypatch.setattr(ListColumn, "RELEASE_EVERY", 10**9)
+    read_every_block()
+    assert _mapped_rss(arrow) > size / 2  # without the release, every page read stays mapped
 
 
 def _units(word_ids):

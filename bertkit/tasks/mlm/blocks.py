@@ -15,18 +15,25 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.nsp import Sentence, pair_example
+from bertkit.tasks.mlm.pages import mapped_files, release_mapped_pages
 
 
 class ListColumn:
     """Rows of a list<int32> column of an Arrow-backed dataset as zero-copy numpy slices of the memory-mapped
-    file. Pickles as the dataset (which pickles as its file paths); the slices are rebuilt on first use."""
+    file. Pickles as the dataset (which pickles as its file paths); the slices are rebuilt on first use. Every
+    `RELEASE_EVERY` rows read, the file pages read so far are released (pages.py), so that an epoch over a large
+    corpus does not grow the process's RSS by the size of the token table."""
+
+    RELEASE_EVERY = 10_000
 
     def __init__(self, dataset: datasets.Dataset, column: str):
         self.dataset, self.column = dataset, column
+        self.files = mapped_files(dataset)
         self._parts: list | None = None
+        self._reads = 0
 
     def __getstate__(self):
-        return {"dataset": self.dataset, "column": self.column, "_parts": None}
+        return {**self.__dict__, "_parts": None, "_reads": 0}
 
     def _load(self) -> None:
         chunks = self.dataset.data.column(self.column).chunks
@@ -34,14 +41,19 @@ class ListColumn:
         self._parts = [(chunk.offsets.to_numpy(), chunk.values.to_numpy(zero_copy_only=False)) for chunk in chunks]
 
     def lengths(self) -> np.ndarray:
-        """(N,) int64 list lengths (reads only the offsets)."""
+        """(N,) int64 list lengths (reads only the offsets, but the kernel maps the pages around them too)."""
         chunks = self.dataset.data.column(self.column).chunks
-        return np.concatenate([pc.list_value_length(c).to_numpy(zero_copy_only=False).astype(np.int64)
-                               for c in chunks] or [np.zeros(0, np.int64)])
+        lengths = np.concatenate([pc.list_value_length(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                                  for c in chunks] or [np.zeros(0, np.int64)])
+        release_mapped_pages(self.files)
+        return lengths
 
     def __getitem__(self, row: int) -> np.ndarray:
         if self._parts is None:
             self._load()
+        self._reads += 1
+        if self._reads % self.RELEASE_EVERY == 0:
+            release_mapped_pages(self.files)
         chunk = bisect.bisect_right(self._starts, row) - 1
         offsets, values = self._parts[chunk]
         local = row - self._starts[chunk]
