@@ -98,8 +98,8 @@ def cached_map(dataset: datasets.Dataset, function, fingerprint: str, num_proc: 
         out = dataset.map(ReleasingReadPages(function, mapped_files(dataset)), batched=True, batch_size=ROW_BATCH,
                           writer_batch_size=ROW_BATCH, num_proc=workers, new_fingerprint=fingerprint, desc=desc,
                           **kwargs)
-    # Opening a table reads the header of every record batch, and the kernel maps cached pages around each read:
-    # 150 MB of a 1 GB corpus's text table were in this process's RSS after loading it (measured), until released.
+    # Opening a table reads the header of every record batch, and the kernel maps the cached pages around each
+    # page read (fault-around): 150 MB of a 1 GB corpus's text table stayed in this process's RSS after loading it.
     release_mapped_pages(mapped_files(dataset) + mapped_files(out))
     return out, hit
 
@@ -360,8 +360,8 @@ def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
 
 
 __all__ = [
-    "CORPUS_VERSION", "ROW_BATCH", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "RowSplit",
-    "all_rows", "blank_flags", "cached_map", "default_num_proc", "documents_of", "first_texts",
-    "iter_texts", "open_corpus", "read_lines", "split_rows", "step_fingerprint",
-    "token_features", "tokenize_rows", "tokenized_file", "tokenizer_digest",
+    "CORPUS_VERSION", "ROW_BATCH", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "RowSplit", "all_rows",
+    "blank_flags", "cached_map", "default_num_proc", "documents_of", "first_texts", "iter_texts", "open_corpus",
+    "read_lines", "split_rows", "step_fingerprint", "token_features", "tokenize_rows", "tokenized_file",
+    "tokenizer_digest",
 ]
