@@ -511,10 +511,11 @@ def test_an_epoch_of_blocks_unmaps_the_token_pages_it_read(en, big_lines, monkey
         blocks = GroupBlocks(tokens, rows, 128, en.cls_token_id, en.sep_token_id)
         return sum(len(blocks[k]["input_ids"]) - 2 for k in range(len(blocks)))
 
+    total = int(ListColumn(tokens, "input_ids").lengths().sum())
     release_mapped_pages((arrow,))
     monkeypatch.setattr(ListColumn, "RELEASE_EVERY", 1000)
-    assert read_every_block() == int(ListColumn(tokens, "input_ids").lengths().sum())  # every token, once
-    assert _mapped_rss(arrow) < size / 4
+    assert read_every_block() == total  # every token, once
+    assert _mapped_rss(arrow) < size / 4  # at most the last 1,000 rows' pages stay mapped
     monkeypatch.setattr(ListColumn, "RELEASE_EVERY", 10**9)
     read_every_block()
     assert _mapped_rss(arrow) > size / 2  # without the release, every page read stays mapped
