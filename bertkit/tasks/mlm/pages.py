@@ -17,7 +17,8 @@ from pathlib import Path
 
 class ReleasingReadPages:
     """A datasets.map function that, every `every` batches, releases the pages it has read of its input's Arrow
-    `files`: without it a map worker's RSS grows by the size of its shard (+1.2 GB at 1 GB of text, measured)."""
+    `files`: without it a map worker's RSS grows by the size of its shard (at 1 GB of text the process tree's peak
+    RSS was 3,371 MB without it, 2,443 MB with it)."""
 
     def __init__(self, function, files: tuple[str, ...], every: int = 8):
         self.function, self.files, self.every, self.calls = function, files, every, 0
