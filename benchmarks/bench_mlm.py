@@ -303,15 +303,20 @@ def report(results: dict, sizes: list[int]) -> None:
               "bertkit <= reference)")
 
 
+def no_runs() -> dict:
+    """One corpus size's results before any run: each variant's first, cached and cached512 runs."""
+    return {v: {"first": [], "cached": [], "cached512": []} for v in VARIANTS}
+
+
 def merge_results(saved: list[dict]) -> dict:
     """Several results.json contents as one: the runs of each size, variant and kind put together."""
     merged: dict = {}
     for results in saved:
         for size, variants in results.items():
+            into = merged.setdefault(int(size), no_runs())
             for variant, runs in variants.items():
                 for run, values in runs.items():
-                    merged.setdefault(int(size), {v: {"first": [], "cached": [], "cached512": []} for v in VARIANTS})
-                    merged[int(size)][variant][run] += values
+                    into[variant][run] += values
     return merged
 
 
@@ -355,6 +360,8 @@ def main() -> None:
     if a.report:
         merged = merge_results([json.loads(Path(path).read_text()) for path in a.report])
         return report(merged, sorted(merged))
+    if unknown := set(a.variants.split(",")) - set(VARIANTS):
+        parser.error(f"--variants: unknown {', '.join(sorted(unknown))} (choose from {', '.join(VARIANTS)})")
     a.num_proc = a.num_proc or len(os.sched_getaffinity(0))
     sizes = [int(s) for s in a.sizes.split(",")]
     repeats = [int(r) for r in a.repeats.split(",")]
@@ -366,7 +373,7 @@ def main() -> None:
     results = {}
     for size, count in zip(sizes, repeats):
         corpus = generate_corpus(work / f"corpus_{size}MB.txt", size)
-        results[size] = {v: {"first": [], "cached": [], "cached512": []} for v in VARIANTS}
+        results[size] = no_runs()
         for repeat in range(count):
             for variant in a.variants.split(","):  # interleaved, so machine noise hits both alike
                 cache = work / f"cache-{variant}"
