@@ -69,10 +69,14 @@ class TrainingDisplay(transformers.TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         self.print(f"[dim]saved checkpoint-{state.global_step}[/]")
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def stop_display(self) -> None:
+        """Stop the live line (a run that stops with an error: its one line must not be drawn over)."""
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.stop_display()
         steps = state.global_step - self.start_step
         seconds = time.perf_counter() - self.started
         self.print(f"trained {steps} steps in {fmt_duration(seconds)} ({self._speed(args, state)})")

@@ -30,7 +30,10 @@ def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metr
     and with a dev split evaluation on the save schedule and best-model selection. Pure, so that `bertkit validate`
     (bertkit/checks.py) checks the very settings `training_arguments` passes on."""
     args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
-            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2, **train}
+            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2,
+            # a NaN step shows in the logged loss, where LossGuard (guards.py) stops the run; Trainer's filter would
+            # log the mean of the finite steps instead, or 0.0 when every step of the window is NaN
+            "logging_nan_inf_filter": False, **train}
     if has_eval:
         args.setdefault("eval_strategy", args["save_strategy"])
         args.setdefault("load_best_model_at_end", True)

@@ -16,6 +16,7 @@ from ..errors import BertkitError
 from ..hub import push_finished_run
 from ..rundir import METRICS_FILE
 from .chosen import choice_rows
+from .guards import LossGuard
 from .arguments import selection_metric, training_arguments
 from .optimizer import check_optimizer, optimizer_with_llrd
 from .run import start_run
@@ -47,6 +48,7 @@ class FineTuningTrainer(transformers.Trainer):
         super().__init__(*args, **kwargs)
         check_optimizer(self.args, llrd, head_lr)  # now, not when training starts and an old run is gone
         self.llrd, self.head_lr = llrd, head_lr
+        self.add_callback(LossGuard(self))  # a NaN / exploding loss stops the run: no completion record (guards.py)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:
