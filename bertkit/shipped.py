@@ -4,9 +4,11 @@ An installed wheel holds them as `bertkit/shipped/recipes` and `bertkit/shipped/
 install) has them as the top-level `recipes/` and `data/` folders beside `bertkit/`. Both trees have the same shape,
 so `data/en_sentiment/train.csv` in a shipped config names the same sample file either way.
 
-Paths in a shipped config that name a shipped file (the sample data, the accelerate configs) resolve to that file,
-from any working directory; every other relative path (`output_dir: runs/...`, a user's `data.train=my.csv`)
-resolves against the working directory, as the user expects.
+Paths in a shipped config that name a shipped input (a file under data/ or recipes/: the sample data, the accelerate
+configs) resolve to that file, from any working directory; every other relative path (`output_dir: runs/...`, a
+`teacher: runs/...` that an earlier run made, a user's `data.train=my.csv`) resolves against the working directory,
+as the user expects. Only the shipped trees count: in a checkout ROOT is the checkout itself, and a `runs/...` that
+a run made there is not shipped (rebasing it would point an output into the checkout).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ROOT = next((root for root in (PACKAGE_DIR / "shipped", PACKAGE_DIR.parent) if (
 RECIPES_DIR = ROOT / "recipes"
 CONFIGS_DIR = RECIPES_DIR / "configs"
 SAMPLE_DATA_DIR = ROOT / "data"
+SHIPPED_TREES = ("data", "recipes")  # what ships under ROOT: the inputs a shipped config may name
 
 # A `key: value` line of a YAML config whose value could be a relative path (no quotes, spaces or scheme).
 _PATH_LINE = re.compile(r"^(?P<key>\s*[\w.-]+:\s+)(?P<value>[\w.-]+/[\w./-]+)(?P<rest>\s*(?:#.*)?)$")
@@ -62,11 +65,16 @@ def is_shipped(path: Path) -> bool:
 
 
 def shipped_file(value) -> Path | None:
-    """The shipped file a relative path in a shipped config names (`data/en_sentiment/train.csv`), else None."""
+    """The shipped input a relative path in a shipped config names (`data/en_sentiment/train.csv`), else None:
+    an existing file inside the shipped trees (data/, recipes/), never anything else that happens to exist under
+    ROOT (a checkout's `runs/`)."""
     if not isinstance(value, str) or not value or Path(value).is_absolute():
         return None
     candidate = ROOT / value
-    return candidate if candidate.exists() and candidate.resolve().is_relative_to(ROOT.resolve()) else None
+    trees = [(ROOT / tree).resolve() for tree in SHIPPED_TREES]
+    if not candidate.exists() or not any(candidate.resolve().is_relative_to(tree) for tree in trees):
+        return None
+    return candidate
 
 
 def rebase_shipped_paths(data):

@@ -119,3 +119,28 @@ def test_cp_points_only_the_header_command_at_the_copy(tmp_path):
     text = copy_text(CONFIGS_DIR / "mlm" / "en_medical.yaml", copied)
     assert text.splitlines()[0] == f"# bertkit run mlm -c {copied}"
     assert "# Then: bertkit run classify -c classify/en_sentiment model=runs/mlm_en_medical" in text
+
+
+def test_only_shipped_inputs_are_rebased_never_what_a_run_made_under_the_checkout(tmp_path, monkeypatch):
+    """After `make demo` a checkout holds runs/en_sentiment: a shipped config's `output_dir: runs/en_sentiment` (and
+    a teacher an earlier run made) must stay relative to the working directory, in a run and in a copy."""
+    import bertkit.shipped as shipped
+
+    root = tmp_path / "checkout"
+    for name in ("data/en_sentiment/train.csv", "recipes/configs/accelerate/ds.json", "runs/en_sentiment/config.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}")
+    monkeypatch.setattr(shipped, "ROOT", root)
+    data = {"output_dir": "runs/en_sentiment", "teacher": "runs/en_sentiment",
+            "data": {"train": "data/en_sentiment/train.csv"}, "train": {"deepspeed": "recipes/configs/accelerate/ds.json"}}
+    rebased = rebase_shipped_paths(data)
+    assert rebased["output_dir"] == "runs/en_sentiment" and rebased["teacher"] == "runs/en_sentiment"
+    assert rebased["data"]["train"] == str(root / "data/en_sentiment/train.csv")
+    assert rebased["train"]["deepspeed"] == str(root / "recipes/configs/accelerate/ds.json")
+    config = root / "recipes/configs/classify/en.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("output_dir: runs/en_sentiment\ndata:\n  train: data/en_sentiment/train.csv\n")
+    monkeypatch.setattr(shipped, "CONFIGS_DIR", root / "recipes/configs")
+    copied = yaml.safe_load(copy_text(config, tmp_path / "copy.yaml"))
+    assert copied["output_dir"] == "runs/en_sentiment"
+    assert copied["data"]["train"] == str(root / "data/en_sentiment/train.csv")
