@@ -289,7 +289,8 @@ def export_command(
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: also write a dynamically quantized graph."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Export folder (default: RUN_DIR-onnx)."),
 ):
-    """Export for ONNX Runtime (pip install "bertkit[onnx]"): one folder with the graph, tokenizer and label map that
+    # help texts are rich markup: an unescaped "[onnx]" would be eaten as a style tag
+    """Export for ONNX Runtime (pip install "bertkit\\[onnx]"): one folder with the graph, tokenizer and label map that
     predict / evaluate run; outputs checked against PyTorch; dev metrics of fp32 and int8 printed side by side."""
     from .export import export_run
 

@@ -12,8 +12,8 @@ SCRIPT = Path(sys.executable).parent / "bertkit"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
 
 
-def run(*args):
-    return subprocess.run([*args], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=300)
+def run(*args, env=ENV):
+    return subprocess.run([*args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
 @pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
@@ -59,3 +59,22 @@ def test_end_to_end_benchmark_commands_are_valid(tmp_path):
         assert expected in result.stdout, expected
     args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **bench_e2e.TRAIN_ARGS)
     assert args.learning_rate == 1e-4 and args.per_device_train_batch_size == 16
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
+def test_help_texts_keep_their_square_brackets():
+    """Help is rendered as rich markup: `bertkit[onnx]` came out as `bertkit` (the tag eaten), in the command list
+    and in `export --help`. Every bracketed word of every command's docstring must survive."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from bertkit.cli import app
+
+    listing = run(str(SCRIPT), "--help", env={**ENV, "COLUMNS": "200"})
+    assert 'pip install "bertkit[onnx]"' in listing.stdout, listing.stdout
+    for command in app.registered_commands:
+        name = command.name or command.callback.__name__
+        text = " ".join(CliRunner().invoke(app, [name, "--help"], terminal_width=200).output.split())
+        for bracketed in re.findall(r"\S*\[[^\]\s]+\]\S*", (command.callback.__doc__ or "").replace("\\[", "[")):
+            assert bracketed in text, (name, bracketed)
