@@ -101,12 +101,14 @@ def test_the_loss_guard_rule_fires_on_nan_and_sustained_explosions_only():
 # ------------------------------------------------------------------------------ 2. comma-joined multi-labels
 
 
-def combination_rows(count: int = 40) -> list[list[str]]:
+def combination_rows(count: int = 60) -> list[list[str]]:
+    """Support tickets with one to three of six topics, joined by commas as a spreadsheet writes them."""
     topics = ["billing", "returns", "shipping", "refunds", "login", "account"]
+    rng = np.random.default_rng(0)
     rows = []
     for i in range(count):
-        picked = [topics[i % 6], topics[(i * 5 + 1) % 6]] if i % 3 else [topics[i % 6]]
-        rows.append([f"message {i} about {' and '.join(picked)}", ",".join(dict.fromkeys(picked))])
+        picked = sorted(rng.choice(topics, size=int(rng.integers(1, 4)), replace=False))
+        rows.append([f"message {i} about {' and '.join(picked)}", ",".join(picked)])
     return rows
 
 

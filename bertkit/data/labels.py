@@ -88,6 +88,7 @@ def _guess_kind(labelled: list[tuple[int, Any]], delimiter: str, source: str = "
     values = [v for _, v in labelled]
     if any(isinstance(v, (list, tuple)) for v in values) or any(isinstance(v, str) and delimiter in v for v in values):
         return "multi"
+    _refuse_joined_labels(labelled, delimiter, source, where)
     numbers = [(i, _as_number(v)) for i, v in labelled]
     words = [(i, v) for (i, v), (_, n) in zip(labelled, numbers) if n is None]
     if words and len(words) < len(labelled):
@@ -101,6 +102,43 @@ def _guess_kind(labelled: list[tuple[int, Any]], delimiter: str, source: str = "
             f"data.label_kind=regression; for classes fix those rows (or set data.label_kind=single)"
         )
     return "regression" if fractions else "single"
+
+
+JOINERS = (",", ";", "|")  # what a spreadsheet joins several labels of one row with
+
+
+def _refuse_joined_labels(labelled: list, delimiter: str, source: str, where: Where | None,
+                          explicit: str = "") -> None:  # fmt: skip
+    """Labels such as 'billing,returns' are several labels joined by another separator than data.label_delimiter:
+    read as classes, 6 labels make 28 combination classes, silently. Refused, with the keys that say so, when at
+    least two distinct values hold the separator and at least half of those are made only of parts that recur in
+    other values ('Paris, France' beside 'Lyon, France' is a class name: 'Paris' appears once), and the parts are
+    fewer than the distinct values. data.label_kind=single keeps the combinations as classes."""
+    strings = [(i, v.strip()) for i, v in labelled if isinstance(v, str)]
+    if len(strings) < len(labelled):
+        return
+    distinct = {v for _, v in strings}
+    for joiner in (j for j in JOINERS if j != delimiter):
+        joined = [(i, v) for i, v in strings if joiner in v]
+        combinations = {v for _, v in joined}
+        if len(combinations) < 2:
+            continue
+        found_in = Counter(part for value in distinct for part in _parts(value, joiner))
+        recurring = [v for v in combinations if all(found_in[part] >= 2 for part in _parts(v, joiner))]
+        if 2 * len(recurring) < len(combinations) or len(recurring) < 2 or len(found_in) >= len(distinct):
+            continue
+        keys = (f"data.label_delimiter={joiner!r}" if explicit else
+                f"data.label_kind=multi data.label_delimiter={joiner!r}")
+        keep = (" (data.label_delimiter is the separator inside one cell)" if explicit else
+                "; to keep each combination as a class of its own, set data.label_kind=single")
+        raise BertkitError(
+            f"labels{_in(source)} look like several labels joined by {joiner!r} ({_rows(joined, where, 2)}): "
+            f"{len(distinct)} distinct values made of {len(found_in)} labels — for multi-label set {keys}{keep}"
+        )
+
+
+def _parts(value: str, joiner: str) -> set[str]:
+    return {part.strip() for part in value.split(joiner) if part.strip()}
 
 
 def _in(source: str) -> str:
@@ -175,6 +213,9 @@ class LabelSpace:
                 f"no label values found{where_text} — fill in the labels, or point data.label_column at them"
             )
         kind = _guess_kind(labelled, delimiter, source, where) if kind == "auto" else kind
+        if kind == "multi" and not any(isinstance(v, (list, tuple)) or (isinstance(v, str) and delimiter in v)
+                                       for v in values):
+            _refuse_joined_labels(labelled, delimiter, source, where, explicit="multi")
         if kind == "regression":
             return cls("regression", [], delimiter)
         _refuse_case_variants(labelled, kind, delimiter, source, where)
