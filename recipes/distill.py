@@ -84,6 +84,10 @@ class Config:
         require(self.temperature > 0, "temperature", self.temperature, "above 0", "use e.g. temperature=2.0")
         require(0 <= self.alpha <= 1, "alpha", self.alpha, "between 0 and 1", "use e.g. alpha=0.5")
         require(self.hidden_weight >= 0, "hidden_weight", self.hidden_weight, "0 or more", "use 0 (off) or e.g. 1.0")
+        # 0 is a value, not "unset": only null means half the teacher's layers (the upper bound is the teacher's)
+        require(self.student.num_layers is None or self.student.num_layers >= 1, "student.num_layers",
+                self.student.num_layers, "1 or more (at most the teacher's layers)",
+                "e.g. student.num_layers=3, or leave it unset for half the teacher's layers")
 
 
 def inference_settings(cfg: Config) -> Settings:
@@ -135,7 +139,8 @@ def build_student(cfg: Config, teacher, labels: LabelSpace):
                                           ignore_mismatched_sizes=True), None
     else:
         count = teacher.config.num_hidden_layers
-        picked = pick_layers(count, cfg.student.num_layers or max(1, count // 2), cfg.student.layers)
+        wanted = max(1, count // 2) if cfg.student.num_layers is None else cfg.student.num_layers
+        picked = pick_layers(count, wanted, cfg.student.layers)
         student = student_from_teacher(teacher, picked)
     check_student(student, teacher, cfg.hidden_weight)
     student.config.distilled_from, student.config.distilled_layers = str(cfg.teacher), picked
