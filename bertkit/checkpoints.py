@@ -28,25 +28,84 @@ def embedded_model_path() -> str:
     return str(get_model_path())
 
 
-def resolve_model(name: str) -> str:
-    """A local directory, the embedded default (by its alias), or a Hub id (used as given)."""
+def resolve_model(name: str, fetch: bool = True) -> str:
+    """A local directory, the embedded default (by its alias), or a Hub id (used as given), checked to be a
+    checkpoint bertkit can fine-tune (`check_pretrained`). A Hub id's config.json is read from the Hub cache (or
+    downloaded, unless `fetch` is False: `bertkit validate` checks it no further)."""
     if name.lower() in _DEFAULT_ALIASES:
         return embedded_model_path()
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").exists():
-            raise BertkitError(f"model directory {name} has no config.json — point model= at a saved model directory")
-        check_model_dir(path, "model=")
+        check_pretrained(path, name)
         return str(path)
     looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1  # a Hub id has at most one slash
     if looks_local or not _HUB_ID.match(name):
         raise BertkitError(f"model path {name} does not exist — give a saved model directory, a Hub id, "
                            f"or '{DEFAULT_MODEL}' for the embedded default")
+    if fetch:
+        implementation_for(_hub_config(name), name)
     return name
 
 
 def _offline_hint() -> str:
-    return " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+    return " (HF_HUB_OFFLINE is set)" if _offline() else ""
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _is_hub_id(model_path: str) -> bool:
+    return not Path(model_path).expanduser().exists() and bool(_HUB_ID.match(model_path))
+
+
+def _how_to_fetch(name: str) -> str:
+    """What to do about a Hub model that could not be read: fetch it (offline: nothing is cached) or fix the name."""
+    if _offline():
+        return (f"it is not in the local Hub cache and HF_HUB_OFFLINE is set: download it first (`hf download {name}`)"
+                " or unset HF_HUB_OFFLINE, or give a local model directory")
+    return f"check the name on the Hub (`hf download {name}` fetches it), or give a local model directory"
+
+
+def _hub_config(name: str) -> dict:
+    """config.json of a Hub model: from the cache, else downloaded (only that file), as a dict."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        path = hf_hub_download(name, "config.json")
+    except LocalEntryNotFoundError:  # not cached, and offline or the Hub out of reach (a subclass of the next)
+        raise BertkitError(f"model {name} could not be loaded: {_how_to_fetch(name)}") from None
+    except EntryNotFoundError:
+        raise BertkitError(f"Hub model {name} has no config.json — bertkit fine-tunes transformers checkpoints: "
+                           "give a model saved with save_pretrained") from None
+    except (HfHubHTTPError, OSError, ValueError) as error:  # no such repository, gated, no network
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise BertkitError(f"model {name} could not be loaded from the Hub ({first}) — {_how_to_fetch(name)}") from None
+    return read_config_json(Path(path))
+
+
+# -------------------------------------------------------------------------------- which class loads a checkpoint
+
+# config.json model_type values that bertkit's own classes load as themselves: stock BERT and bertkit's own saves.
+# BERT-architecture checkpoints published under other names are model_type "bert" too (chinese-roberta-wwm-ext,
+# MacBERT, MiniLM, bge, ...). Other families get their own implementation here (a later issue: transformers'
+# AutoModelFor<Task>); until then they are refused.
+BERTKIT_MODEL_TYPES = ("bert", "bertkit")
+BERT_EXAMPLES = "bert-base-*, chinese-roberta-wwm-ext, MacBERT, MiniLM, bge..."
+
+
+def implementation_for(config, source: str = "the model") -> str:
+    """The implementation that loads a checkpoint of this config (a config.json dict or a PretrainedConfig):
+    "bertkit" (bertkit's own classes) for BERT; any other model_type is refused in one line naming it, before
+    anything is built."""
+    model_type = config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
+    if model_type in BERTKIT_MODEL_TYPES:
+        return "bertkit"
+    said = f"has model_type '{model_type}' in its config.json" if model_type else "has no model_type in its config.json"
+    raise BertkitError(f"{source} {said}, which bertkit cannot load as BERT: bertkit fine-tunes BERT checkpoints "
+                       f"({BERT_EXAMPLES}; config.json model_type 'bert') — give one of those; other encoder "
+                       "families are not supported yet")
 
 
 # ------------------------------------------------------------------------------------- checking a model directory
@@ -58,19 +117,151 @@ MIN_TOKENIZER_SIZE = 16  # the fallback tokenizer has only its special tokens
 
 
 def check_model_dir(model_dir: str | Path, use: str, tokenizer: bool = True) -> None:
-    """A local model directory checked before `use` loads it: config.json valid, weights whole, tokenizer files
-    present, and (a bertkit run) finished and not mixed with another run's files."""
+    """A local model directory checked before `use` loads it: config.json valid and of a model_type bertkit loads
+    (`implementation_for`), weights whole, in safetensors and holding every encoder layer the config promises,
+    tokenizer files present, and (a bertkit run) finished and not mixed with another run's files."""
     model_dir = Path(model_dir)
     check_finished(model_dir, use)  # first: an interrupted run explains a truncated file better than the file does
-    if (model_dir / "config.json").exists():
-        read_config_json(model_dir / "config.json")
-    if (model_dir / "adapter_config.json").exists():
+    config = read_config_json(model_dir / "config.json") if (model_dir / "config.json").exists() else None
+    if config is not None:
+        implementation_for(config, str(model_dir))
+    adapter = (model_dir / "adapter_config.json").exists()
+    if adapter:
         _read_adapter_config(model_dir / "adapter_config.json")
     check_weights(model_dir)
+    if not adapter:
+        check_safetensors_only(model_dir)
+        if config is not None:
+            check_encoder_layers(model_dir, config)
     if tokenizer and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
         raise BertkitError(f"{model_dir} has no tokenizer files (tokenizer.json or vocab.txt): transformers would "
                            "build a 5-token tokenizer that reads every character as [UNK] — save the tokenizer "
                            "beside the model (tokenizer.save_pretrained(dir)), e.g. from the base model")
+
+
+def check_pretrained(model_dir: Path, name: str) -> None:
+    """A directory given as the model to fine-tune (model=, student.model=): a full checkpoint bertkit loads as
+    itself. A LoRA adapter folder holds no full weights: the line says which base model it needs."""
+    adapter_file = model_dir / "adapter_config.json"
+    if adapter_file.exists() and not _full_weight_files(model_dir):
+        base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
+        use_base = f"pass model={base} lora.enabled=true to train a new adapter on its base model" if base else \
+            "pass its base model as model= with lora.enabled=true to train a new adapter"
+        raise BertkitError(f"{name} holds a LoRA adapter (adapter_config.json), not a full model to fine-tune — "
+                           f"{use_base}, or rerun the training that saved it with lora.merge=true (a full model "
+                           "that model= takes); predict and evaluate use the adapter folder as it is")
+    if not (model_dir / "config.json").exists():
+        raise BertkitError(f"model directory {name} has no config.json — point model= at a saved model directory")
+    check_model_dir(model_dir, "model=")
+
+
+# ------------------------------------------------------------------------------------------ the weight files
+
+
+def _full_weight_files(model_dir: Path) -> list[Path]:
+    """The model's own weight files (an adapter's adapter_model.* are not), safetensors or pickled."""
+    return [path for pattern in ("*.safetensors", "*.bin") for path in sorted(model_dir.glob(pattern))
+            if not path.name.startswith("adapter_") and path.name != "training_args.bin"]
+
+
+def check_safetensors_only(model_dir: Path) -> None:
+    """Pickled weights (pytorch_model.bin) are refused: unpickling a file can run any code it holds."""
+    files = _full_weight_files(model_dir)
+    if files and not any(path.suffix == ".safetensors" for path in files):
+        raise BertkitError(pickled_weights_message(str(model_dir), files[0].name,
+                                                   _architecture(model_dir / "config.json")))
+
+
+def pickled_weights_message(where: str, file_name: str = "pytorch_model.bin", architecture: str = "AutoModel") -> str:
+    return (f"{where} holds only pickled weights ({file_name}), and bertkit does not load pickle files (unpickling "
+            "can run any code the file holds) — convert them to safetensors once, in an environment you trust: "
+            f"`m = transformers.{architecture}.from_pretrained('{where}', use_safetensors=False); "
+            f"m.save_pretrained(NEW_DIR)` and save the tokenizer there too "
+            f"(`transformers.AutoTokenizer.from_pretrained('{where}').save_pretrained(NEW_DIR)`), then pass "
+            "model=NEW_DIR; or convert with the safetensors convert tool")
+
+
+def _architecture(config_file: Path) -> str:
+    """The transformers class a checkpoint was saved from (config.json architectures), for a conversion command."""
+    if not config_file.is_file():
+        return "AutoModel"
+    architectures = read_config_json(config_file).get("architectures") or []
+    name = architectures[0] if architectures else "AutoModel"
+    return name if hasattr(transformers, name) else "AutoModel"
+
+
+def weight_names(model_dir: Path) -> set[str] | None:
+    """The tensor names of a checkpoint's safetensors weights, read from the headers (no tensor is loaded); a sharded
+    checkpoint's from its index. None when there are no safetensors weights."""
+    from safetensors import safe_open
+
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = read_config_json(index).get("weight_map")
+        if isinstance(weight_map, dict):
+            return set(weight_map)
+    files = [path for path in _full_weight_files(model_dir) if path.suffix == ".safetensors"]
+    if not files:
+        return None
+    names: set[str] = set()
+    for path in files:
+        with safe_open(str(path), "pt") as handle:
+            names.update(handle.keys())
+    return names
+
+
+_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+
+
+def check_encoder_layers(model_dir: Path, config: dict) -> None:
+    """Before loading: the weights hold the word embeddings and every encoder layer config.json's num_hidden_layers
+    promises (a layer that is not there would start random, and a run fine-tune a partly random encoder)."""
+    names = weight_names(model_dir)
+    layers = config.get("num_hidden_layers")
+    if names is None or not isinstance(layers, int):
+        return
+    present = {int(match.group(1)) for match in map(_LAYER.search, names) if match}
+    missing = [f"bert.encoder.layer.{i}.*" for i in range(layers) if i not in present]
+    if not any(name.endswith("embeddings.word_embeddings.weight") for name in names):
+        missing.insert(0, "bert.embeddings.word_embeddings.*")
+    if missing:
+        held = f"; its weights hold {len(present)}" if present else ""
+        raise BertkitError(missing_encoder_message(str(model_dir), missing, f"its config.json says {layers} layers"
+                                                                             f"{held}"))
+
+
+def missing_encoder_message(where: str, modules: list[str], why: str, kind: str = "encoder ") -> str:
+    shown = ", ".join(modules[:6]) + (f" and {len(modules) - 6} more" if len(modules) > 6 else "")
+    return (f"{where} is missing {kind}weights {shown} ({why}) — they would start random: point model= at a complete "
+            "checkpoint, or fix its config.json (e.g. num_hidden_layers) to match the weights it holds")
+
+
+# Modules a fine-tune may start fresh: its task heads, and a pooler (or MLM / NSP head) the checkpoint lacks.
+_ENCODER_KEY = re.compile(r"^(?:bert\.)?(?:embeddings|encoder)\.")
+
+
+def check_encoder_loaded(info: dict, where: str, config=None, fine_tuned: bool = False) -> None:
+    """After from_pretrained(..., output_loading_info=True): every embedding and encoder weight came from the
+    checkpoint (missing, or re-initialised because its shape differs, stops the run); new heads and a pooler the
+    checkpoint had none of are left to the load report. A `fine_tuned` model (predict, evaluate, a distillation
+    teacher) must have every weight, its head included."""
+    mismatched = {key for key, *_ in info.get("mismatched_keys", ())}
+    keys = sorted(key for key in set(info.get("missing_keys", ())) | mismatched
+                  if fine_tuned or _ENCODER_KEY.match(key))
+    if not keys:
+        return
+    modules = list(dict.fromkeys(_module_glob(key) for key in keys))
+    layers = getattr(config, "num_hidden_layers", None)
+    why = "not in the checkpoint" if not mismatched.intersection(keys) else "missing, or of another shape there"
+    if any(".encoder.layer." in f".{key}" for key in keys) and layers is not None:
+        why += f"; its config.json says {layers} layers"
+    raise BertkitError(missing_encoder_message(where, modules, why, "" if fine_tuned else "encoder "))
+
+
+def _module_glob(key: str) -> str:
+    """bert.encoder.layer.2.attention.self.query.weight -> bert.encoder.layer.2.*; other keys: their module.*"""
+    match = re.match(r"^((?:bert\.)?encoder\.layer\.\d+)\.", key)
+    return f"{match.group(1)}.*" if match else f"{key.rsplit('.', 1)[0]}.*"
 
 
 def _read_adapter_config(path: Path) -> dict:
@@ -88,20 +279,49 @@ def load_model_config(model_path: str) -> transformers.PretrainedConfig:
         return transformers.AutoConfig.from_pretrained(model_path)
     except OSError as error:
         raise BertkitError(f"could not load the config of model {model_path}{_offline_hint()}: "
-                           f"{str(error).splitlines()[0]}") from None
+                           f"{str(error).splitlines()[0]}{_fix_for(model_path, 'the model')}") from None
+
+
+def _fix_for(model_path: str, what: str) -> str:
+    """What to do when `what` of a model could not be loaded: a Hub id is fetched, a directory completed."""
+    if _is_hub_id(model_path):
+        return f" — {_how_to_fetch(model_path)}"
+    return " — save the tokenizer next to the model" if what == "the tokenizer" else ""
 
 
 def load_tokenizer(model_path: str):
+    """The tokenizer saved with a model, checked to fit it: enough tokens to be real, and no more than the model's
+    embeddings hold (a larger one fails with an IndexError at the first step that meets a token id past them)."""
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
     except (OSError, ValueError) as error:
         raise BertkitError(f"could not load a tokenizer from {model_path}{_offline_hint()}: "
-                           f"{str(error).splitlines()[0]} — save the tokenizer next to the model") from None
+                           f"{str(error).splitlines()[0]}{_fix_for(model_path, 'the tokenizer')}") from None
     if len(tokenizer) < MIN_TOKENIZER_SIZE:
         raise BertkitError(f"the tokenizer of {model_path} has only {len(tokenizer)} tokens (its vocabulary files are "
                            "missing: every character would be [UNK]) — save the tokenizer beside the model "
                            "(tokenizer.save_pretrained(dir))")
+    check_vocabulary_fits(tokenizer, model_path)
     return tokenizer
+
+
+def check_vocabulary_fits(tokenizer, model_path: str) -> None:
+    """A tokenizer with more tokens than config.json's vocab_size (the rows of the word embeddings) is refused."""
+    config_file = Path(model_path).expanduser() / "config.json"
+    if config_file.is_file():
+        vocab_size = read_config_json(config_file).get("vocab_size")
+    else:
+        try:
+            vocab_size = getattr(transformers.AutoConfig.from_pretrained(model_path), "vocab_size", None)
+        except (OSError, ValueError):
+            return  # no config to compare with (the model's own loading says why)
+    if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
+        raise BertkitError(f"the tokenizer of {model_path} has {len(tokenizer)} tokens but the model's embeddings hold "
+                           f"{vocab_size} (config.json vocab_size): token ids from {vocab_size} up would fail at the "
+                           "first step — save the tokenizer the model was trained with beside it, or resize the "
+                           "embeddings to the tokenizer (model.resize_token_embeddings(len(tokenizer)), then "
+                           "save_pretrained); to add domain words to a vocabulary use `bertkit run mlm` with "
+                           "vocab.extend=true")
 
 
 def load_finetuned(model_class, model_dir: str, recipe: str):
@@ -154,14 +374,17 @@ def _load_finetuned(model_class, model_dir: str, device: str):
 
 
 def _from_pretrained(model_class, model_dir: str):
-    """from_pretrained, with a SafetensorError (which names no file) turned into one line that does."""
+    """from_pretrained, with a SafetensorError (which names no file) turned into one line that does, and every weight
+    of the fine-tuned model checked to come from the checkpoint (a missing one would predict at random)."""
     try:
-        return model_class.from_pretrained(model_dir)
+        model, info = model_class.from_pretrained(model_dir, output_loading_info=True)
     except Exception as error:
         if type(error).__name__ != "SafetensorError":
             raise
         raise BertkitError(f"the weights in {model_dir} could not be read ({str(error).splitlines()[0]}) — rerun the "
                            "run, or copy / download the model again") from None
+    check_encoder_loaded(info, model_dir, model.config, fine_tuned=True)
+    return model
 
 
 def require_task(model_dir: str, suffix: str, command: str) -> None:
@@ -173,5 +396,7 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "load_finetuned", "require_task", "check_model_dir",
+           "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
+           "BERTKIT_MODEL_TYPES", "check_encoder_loaded", "check_encoder_layers", "check_safetensors_only",
+           "check_vocabulary_fits", "weight_names", "pickled_weights_message",
            "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]

@@ -128,11 +128,12 @@ def check_probability(value: float, key: str, fix: str) -> None:
 
 
 def check_model(name: str, key: str = "model") -> None:
-    """A local-looking model path that does not exist (a Hub id cannot be checked offline, and is not)."""
+    """A local-looking model path that does not exist, or a directory bertkit cannot fine-tune (another
+    architecture, missing weights: checkpoints.check_pretrained). A Hub id is not fetched here."""
     from .checkpoints import resolve_model
 
     try:
-        resolve_model(name)
+        resolve_model(name, fetch=False)
     except BertkitError as error:
         raise ConfigValueError(key, f"config key '{key}': {error}") from None
 

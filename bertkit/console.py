@@ -215,12 +215,15 @@ def load_pretrained(model_class, path: str, **kwargs):
     """`model_class.from_pretrained(path, ...)` with transformers' load report replaced by what a person needs:
     one line naming the modules that start fresh (the new head every fine-tune has), and a warning for what is
     unexpected: checkpoint weights left unused that are not pretraining heads, and weights re-initialised because
-    their shape differs. Verbose mode shows transformers' report as it is."""
-    if mode() == "verbose":
-        return model_class.from_pretrained(path, **kwargs)
+    their shape differs. Embedding or encoder weights missing from the checkpoint stop the run (BertkitError).
+    Verbose mode shows transformers' report as it is."""
+    from .checkpoints import check_encoder_loaded
+
     with quiet_load_report():
         model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    describe_loading(info, path)
+    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
+    if mode() != "verbose":  # verbose: transformers' own report was shown
+        describe_loading(info, path)
     return model
 
 

@@ -22,7 +22,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer, resolve_model
-from bertkit.checks import check_data_file, check_max_length, check_recipe, require
+from bertkit.checks import check_data_file, check_max_length, check_model, check_recipe, require
 from bertkit.config import INLINE
 from bertkit.console import load_pretrained, say
 from bertkit.data import LabelSpace
@@ -79,6 +79,8 @@ class Config:
         check_max_length(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None, model=False)
         check_data_file(self.data.unlabelled, "data.unlabelled")
+        if self.student.model:  # a pretrained checkpoint, there before the run: checked now (another architecture...)
+            check_model(self.student.model, "student.model")
         require(bool(self.teacher), "teacher", self.teacher, "a fine-tuned classifier directory",
                 "set teacher=<a classify run's output_dir>")
         require(self.temperature > 0, "temperature", self.temperature, "above 0", "use e.g. temperature=2.0")

@@ -22,11 +22,13 @@ def load_mlm_model(path: str, nsp: bool = False):
     output starts from the same pooler as one fine-tuned from the original checkpoint."""
     from bertkit import BertkitForMaskedLM, BertkitForPreTraining, BertkitModel
 
+    from bertkit.checkpoints import check_encoder_loaded
     from bertkit.console import quiet_load_report
 
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
     with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
         model, info = model_class.from_pretrained(path, output_loading_info=True)
+    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
     missing = sorted(info["missing_keys"])
     report = {"new_mlm_keys": [k for k in missing if k.startswith("cls.predictions.")],
               "new_nsp_keys": [k for k in missing if k.startswith("cls.seq_relationship.")],
