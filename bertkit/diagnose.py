@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from .errors import BertkitError
 from .rundir import (LOG_HISTORY_FILE, METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, checkpoints_newest_first,
                      read_run_config)
@@ -42,15 +44,33 @@ class Symptom:
 
 # ------------------------------------------------------------------------------------------------ reading the run
 
+def read_json(path: Path, shape: type = dict):
+    """A JSON file of the run directory; one line naming it when it is not JSON (cut short, edited, another
+    file's bytes) or not the `shape` the run writes."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise BertkitError(f"{path} is not text (byte {err.start} is not UTF-8) — the run directory is damaged: "
+                           "restore the file, or rerun the run") from None
+    except json.JSONDecodeError as err:
+        raise BertkitError(f"{path} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}) — the run "
+                           "directory is damaged: restore the file, or rerun the run") from None
+    if not isinstance(data, shape):
+        raise BertkitError(f"{path} holds a JSON {type(data).__name__}, not the {shape.__name__} a run writes — "
+                           "restore the file, or rerun the run")
+    return data
+
+
 def read_log_history(run_dir: str | Path) -> list[dict]:
     """The Trainer's log history: log_history.json, else the newest checkpoint's trainer_state.json, else []."""
     run_dir = Path(run_dir)
     if (run_dir / LOG_HISTORY_FILE).is_file():
-        return json.loads((run_dir / LOG_HISTORY_FILE).read_text(encoding="utf-8"))
+        return [entry for entry in read_json(run_dir / LOG_HISTORY_FILE, list) if isinstance(entry, dict)]
     for checkpoint in checkpoints_newest_first(run_dir):
         state = checkpoint / "trainer_state.json"
         if state.is_file():
-            return json.loads(state.read_text(encoding="utf-8")).get("log_history", [])
+            history = read_json(state).get("log_history", [])
+            return [entry for entry in history if isinstance(entry, dict)] if isinstance(history, list) else []
     return []
 
 
@@ -241,6 +261,10 @@ class Diagnosis:
     symptoms: list[Symptom]
     errors: list[tuple[str, str, int, list[str]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    """What was looked at ("the training curve (12 logged losses)"): a clean bill covers these and nothing else."""
+    not_checked: list[str] = field(default_factory=list)
+    """What was not, and why ("the dev predictions: an mlm run has none")."""
 
 
 def read_run(run_dir: str) -> tuple[dict, dict, str]:
@@ -249,9 +273,15 @@ def read_run(run_dir: str) -> tuple[dict, dict, str]:
     if not (path / METRICS_FILE).is_file() or not (path / RUN_CONFIG_FILE).is_file():
         raise BertkitError(f"{run_dir} holds no finished bertkit run (no {METRICS_FILE} or {RUN_CONFIG_FILE}) — give "
                            "the output_dir of a finished `bertkit run`")
-    record = json.loads((path / RECORD_FILE).read_text()) if (path / RECORD_FILE).is_file() else {}
-    metrics = json.loads((path / METRICS_FILE).read_text(encoding="utf-8"))
-    return metrics, read_run_config(run_dir), record.get("recipe", "classify")
+    record = read_json(path / RECORD_FILE) if (path / RECORD_FILE).is_file() else {}
+    metrics = read_json(path / METRICS_FILE)
+    try:
+        config = read_run_config(run_dir)
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise BertkitError(f"{path / RUN_CONFIG_FILE} is not valid YAML ({first}) — restore the file, or rerun the "
+                           "run") from None
+    return metrics, config if isinstance(config, dict) else {}, record.get("recipe", "classify")
 
 
 def curve_symptoms(history: list[dict], metric: str, train: dict) -> list[Symptom]:
@@ -282,13 +312,22 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
     notes = [] if history else ["no log history found (log_history.json or checkpoint-*/trainer_state.json): the "
                                 "training-curve checks were skipped"]
     symptoms = curve_symptoms(history, metric, config.get("train") or {})
-    final = (metrics.get("eval") or {}).get(metric)
+    final = metrics["eval"].get(metric) if isinstance(metrics.get("eval"), dict) else None
     if symptom := everything_low(final if isinstance(final, (int, float)) else None, metric):
         symptom.commands = [inspect_command(config)]
         symptoms.append(symptom)
     diagnosis = Diagnosis(str(run_dir), symptoms, notes=notes)
+    losses, evaluations = train_losses(history), [entry for entry in history if "eval_runtime" in entry]
+    if history:
+        diagnosis.checked.append(f"the training curve ({len(losses)} logged losses, {len(evaluations)} "
+                                 f"evaluation{'s' if len(evaluations) != 1 else ''})")
+    if isinstance(final, (int, float)):
+        diagnosis.checked.append(f"the final dev {metric}")
     dev_file = (config.get("data") or {}).get("eval")
-    if predict and recipe == "classify" and dev_file and Path(dev_file).is_file():
+    skipped = dev_check_skipped(recipe, dev_file, predict)
+    if skipped:
+        diagnosis.not_checked.append(f"the dev predictions: {skipped}")
+    else:
         suspect_data(diagnosis, dev_predictions(str(run_dir), dev_file))
     for symptom in diagnosis.symptoms:
         symptom.commands = [c if c.startswith("bertkit ") else rerun_command(run_dir, recipe, c)
@@ -296,12 +335,27 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
     return diagnosis
 
 
+def dev_check_skipped(recipe: str, dev_file, predict: bool) -> str | None:
+    """Why the model is not run on a dev split (None when it is): only a classify run with its dev file has dev
+    predictions to look at."""
+    if recipe != "classify":
+        return f"this is a '{recipe}' run, and diagnose runs the model on dev for classify runs only"
+    if not dev_file:
+        return "the run had no dev split (data.eval was not set) — rerun with data.eval=DEV_FILE"
+    if not Path(dev_file).is_file():
+        return f"its dev file {dev_file} is not there any more"
+    if not predict:
+        return "--no-predict"
+    return None
+
+
 def suspect_data(diagnosis: Diagnosis, predictions) -> None:
     """Add the chance warning and the groups of confident errors, from the model's own dev predictions."""
     if predictions is None:
-        diagnosis.notes.append("not a single-label model: the dev-prediction checks were skipped")
+        diagnosis.not_checked.append("the dev predictions: not a single-label model")
         return
     texts, gold, probs, names = predictions
+    diagnosis.checked.append(f"the dev predictions ({len(gold)} examples)")
     accuracy = float((probs.argmax(axis=1) == gold).mean()) if len(gold) else 0.0
     learned = not any(symptom.name == "training loss not falling" for symptom in diagnosis.symptoms)
     if symptom := chance_warning(accuracy, gold, len(names), learned):
@@ -328,7 +382,8 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
     """The diagnosis as text: each symptom with its evidence and next commands, then the confident errors."""
     lines = [f"diagnosis of {diagnosis.run_dir}"]
     if not diagnosis.symptoms:
-        lines.append("no symptom found: the training curve and the dev predictions look healthy")
+        looked_at = " and ".join(diagnosis.checked) if diagnosis.checked else "nothing that could be checked"
+        lines.append(f"no symptom found in {looked_at}")
     for number, symptom in enumerate(diagnosis.symptoms, 1):
         lines.append(f"{number}. {symptom.name}")
         lines.extend(f"   evidence: {line}" for line in symptom.evidence)
@@ -342,6 +397,7 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
         for gold, predicted, count, texts in diagnosis.errors[:SHOWN_GROUPS]:
             lines.append(f"   {gold} -> {predicted}: {count}")
             lines.extend(f"      {text[:100]!r}" for text in texts)
+    lines.extend(f"not checked: {what}" for what in diagnosis.not_checked)
     lines.extend(f"note: {note}" for note in diagnosis.notes)
     return lines
 
