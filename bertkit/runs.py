@@ -20,6 +20,7 @@ from rich.table import Table
 
 from . import rundir
 from .errors import BertkitError
+from .rundir.files import EDITABLE
 
 # Metrics for which lower is better, when a run does not say (mlm has no selection metric: perplexity).
 LOWER_IS_BETTER = ("loss", "perplexity")
@@ -39,6 +40,12 @@ class RunInfo:
     date: str = ""
     wall_time_s: float | None = None
     config: dict = field(default_factory=dict)
+    detail: str = ""
+    """The file a corrupt or mixed run is so because of."""
+
+    @property
+    def status_text(self) -> str:
+        return f"{self.status} ({self.detail})" if self.detail else self.status
 
 
 def _read_json(path: Path) -> dict:
@@ -58,15 +65,45 @@ def _read_yaml(path: Path) -> dict:
 
 
 def run_status(run_dir: Path) -> str:
-    """finished (completion record) | running (another process holds the lock) | failed (train.log ends with the
-    error that stopped it) | unfinished (interrupted, killed, or stopped before training)."""
+    """finished (completion record) | corrupt / mixed (a completion record, but a file it lists is unreadable or
+    not the one the run wrote: `damage` says which) | running (another process holds the lock) | failed (train.log
+    ends with the error that stopped it) | unfinished (interrupted, killed, or stopped before training)."""
     if (run_dir / rundir.RECORD_FILE).exists():
-        return "finished"
+        return damage(run_dir)[0] or "finished"
     if rundir.lock_holder(run_dir):
         return "running"
     if _last_bertkit_line(run_dir / rundir.LOG_FILE).startswith("bertkit: run failed"):
         return "failed"
     return "unfinished"
+
+
+def damage(run_dir: Path) -> tuple[str, str]:
+    """("corrupt" | "mixed", the file) for a run with a completion record whose files do not bear it out, else
+    ("", ""). Cheap, for a listing: the record must parse, metrics.json must be JSON, and every file the record
+    lists must be there at the size it was written (predict / push hash them; a listing does not)."""
+    try:
+        record = json.loads((run_dir / rundir.RECORD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "corrupt", rundir.RECORD_FILE
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict):
+        return "corrupt", rundir.RECORD_FILE
+    metrics = run_dir / rundir.METRICS_FILE
+    if metrics.exists():
+        try:
+            if not isinstance(json.loads(metrics.read_text(encoding="utf-8")), dict):
+                return "corrupt", rundir.METRICS_FILE
+        except (OSError, ValueError):
+            return "corrupt", rundir.METRICS_FILE
+    for name, stamp in files.items():
+        path = run_dir / name
+        if name in EDITABLE:
+            continue
+        if not path.is_file():
+            return "mixed", f"{name} missing"
+        if isinstance(stamp, dict) and stamp.get("size") not in (None, path.stat().st_size):
+            return "mixed", name
+    return "", ""
 
 
 def _last_bertkit_line(log: Path) -> str:
@@ -108,8 +145,10 @@ def read_run(run_dir: str | Path) -> RunInfo:
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
     name, value, greater = selection(metrics, config)
     student = config.get("student") if isinstance(config.get("student"), dict) else {}
+    status = run_status(run_dir)
     return RunInfo(
-        path=run_dir, status=run_status(run_dir), recipe=record.get("recipe") or fingerprint.get("recipe", ""),
+        path=run_dir, status=status, detail=damage(run_dir)[1] if status in ("corrupt", "mixed") else "",
+        recipe=record.get("recipe") or fingerprint.get("recipe", ""),
         model=_short_path(config.get("model") or student.get("model") or config.get("teacher")),
         data=_short_path(data.get("train")), metric=name, value=value, greater_is_better=greater,
         date=_date(record.get("finished") or record.get("started") or fingerprint.get("started")),
@@ -159,7 +198,8 @@ def sort_runs(runs: list[RunInfo], by: str) -> list[RunInfo]:
     raise BertkitError(f"--sort must be date, metric or name, got {by!r}")
 
 
-STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "unfinished": "yellow"}
+STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "unfinished": "yellow", "corrupt": "red",
+                "mixed": "red"}
 
 
 def _metric_text(run: RunInfo) -> str:
@@ -192,7 +232,7 @@ def runs_table(runs: list[RunInfo], folder: Path, width: int) -> Table:
         name = escape(str(run.path.relative_to(folder)) if run.path != folder else run.path.name)
         where = [escape(run.model), escape(run.data)]
         cells = [name, *where] if wide else ["\n".join([name, *(f"[dim]  {w}[/]" for w in where if w)])]
-        table.add_row(*cells, run.recipe, _metric_text(run), f"[{STATUS_STYLE.get(run.status, '')}]{run.status}[/]",
+        table.add_row(*cells, run.recipe, _metric_text(run), f"[{STATUS_STYLE.get(run.status, '')}]{escape(run.status_text)}[/]",
                       run.date, _wall(run))
     return table
 
@@ -232,7 +272,7 @@ def comparison_table(a: RunInfo, b: RunInfo) -> Table:
     table.add_column("", style="dim", no_wrap=True)
     table.add_column(escape(str(a.path)), overflow="fold")
     table.add_column(escape(str(b.path)), overflow="fold")
-    table.add_row("status", a.status, b.status)
+    table.add_row("status", escape(a.status_text), escape(b.status_text))
     table.add_row(a.metric or b.metric or "metric", _metric_text(a).split()[-1], _metric_text(b).split()[-1])
     table.add_row("wall time", _wall(a), _wall(b))
     differences = config_differences(a, b)
