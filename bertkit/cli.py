@@ -2,7 +2,7 @@
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
     bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
-    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs | diagnose
+    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs | diagnose | serve
 """
 
 from __future__ import annotations
@@ -375,6 +375,30 @@ def diagnose_command(
     with console_session():
         lines = report_lines(diagnose(run_dir, predict=not no_predict))
     typer.echo("\n".join(lines))
+
+
+@app.command("serve")
+@user_errors
+def serve_command(
+    run_dir: str = typer.Argument(..., help="A finished run directory (any task), or its ONNX export."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    max_inputs: int = typer.Option(64, "--max-inputs", help="Inputs per request (413 above)."),
+    max_chars: int = typer.Option(20_000, "--max-chars", help="Characters per input (413 above)."),
+    max_queue: int = typer.Option(1024, "--max-queue", help="Inputs waiting for the model (503 above)."),
+    max_batch_tokens: int = typer.Option(16_384, "--max-batch-tokens", help="Tokens per call of the model."),
+    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long a request waits for others to batch."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds before a request gets 504."),
+):
+    """Serve a fine-tuned model over HTTP (pip install "bertkit\\[serve]"): POST /predict, GET /health, /info,
+    /metrics; concurrent requests are batched under a token budget."""
+    from .console import console_session
+    from .serve import Limits, serve
+
+    limits = Limits(max_inputs, max_chars, max_queue, max_batch_tokens, max_wait_ms, timeout)
+    with console_session("quiet"):  # no progress bars per batch; uvicorn logs the requests
+        serve(run_dir, host, port, precision, limits)
 
 
 def main():
