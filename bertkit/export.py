@@ -35,6 +35,7 @@ from .errors import BertkitError
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
 from .rundir import RUN_CONFIG_FILE, model_task, read_run_config, remove_record, write_json_atomic, write_record
+from .rundir.outputs import atomic_folder, check_output_path
 
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
@@ -158,10 +159,11 @@ def default_output(run_dir: str) -> str:
     return str(Path(run_dir).resolve().with_name(Path(run_dir).resolve().name + "-onnx"))
 
 
-def prepare_output(out: Path) -> None:
+def prepare_output(out: Path, run_dir: str) -> None:
+    """Never inside a run directory (the one exported included: rundir/outputs.py), never over files."""
+    check_output_path(out, model_dirs=[run_dir], what="the export")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BertkitError(f"{out} already exists and is not empty — choose another -o/--output, or remove it")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quantize: str | None = None,
@@ -172,21 +174,24 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
     if quantize not in (None, "int8"):
         raise BertkitError(f"--quantize {quantize}: the only quantization is int8")
     require_onnx()
-    model, head = load_for_export(run_dir)
     out = Path(output or default_output(run_dir))
-    prepare_output(out)
+    prepare_output(out, run_dir)
+    model, head = load_for_export(run_dir)
     say(f"exporting {run_dir} ({type(model).__name__}) to {out / ONNX_FILE}")
-    export_onnx(model, head, out / ONNX_FILE)
-    files = {"fp32": ONNX_FILE}
-    summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": head.recipe,
-               "inputs": list(INPUT_NAMES), "outputs": list(head.outputs), "files": files,
-               "parity_max_abs_diff": {"fp32": check_parity(model, head, out / ONNX_FILE)}}
-    if quantize == "int8":
-        quantize_int8(out / ONNX_FILE, out / INT8_FILE)
-        files["int8"] = INT8_FILE
-        summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, out / INT8_FILE)
-    copy_model_files(Path(run_dir), out)
-    finish_export(out, summary)  # from here the folder loads as a finished export (the dev metrics read it so)
+    # built under a temporary name beside `out`, renamed when complete: a failure (a full disk) leaves nothing
+    # that looks like an export, nor anything that blocks the retry
+    with atomic_folder(out, "the ONNX export") as building:
+        export_onnx(model, head, building / ONNX_FILE)
+        files = {"fp32": ONNX_FILE}
+        summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": head.recipe,
+                   "inputs": list(INPUT_NAMES), "outputs": list(head.outputs), "files": files,
+                   "parity_max_abs_diff": {"fp32": check_parity(model, head, building / ONNX_FILE)}}
+        if quantize == "int8":
+            quantize_int8(building / ONNX_FILE, building / INT8_FILE)
+            files["int8"] = INT8_FILE
+            summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, building / INT8_FILE)
+        copy_model_files(Path(run_dir), building)
+        finish_export(building, summary)  # from here the folder loads as a finished export (the dev metrics read it)
     if evaluate:
         summary["dev"] = dev_metrics(str(out), list(files))
         finish_export(out, summary)

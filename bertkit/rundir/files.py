@@ -39,9 +39,14 @@ CONTINUATION_KEYS = {"resume", "overwrite", "push", "output_dir", "train.num_tra
 # Names a bertkit run (or Trainer) writes at the top of its output_dir: what overwrite=true removes.
 RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "generation_config.json", "tokenizer.json",
                "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
-               "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", "*.png", "README.md",
+               "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", CURVE_FILE, "README.md",
                RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
                "trainer_state.json", LOG_HISTORY_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
+
+# Names of run outputs that a person may well have written themselves (notes, a picture): overwrite=true removes one
+# only when the completion record lists it, or (no record: an unfinished run) when it is newer than the run's
+# fingerprint, which a run writes when training begins (rundir/lifecycle.py old_run_files).
+USER_NAMED = ("README.md", "*.png")
 
 # Folders a run trains in beside its checkpoint-* ones: a search's trials (training/search.py) and a seed band's
 # seeds (training/seeds.py), each removed when it ends; one left by a kill goes with overwrite=true.
@@ -64,9 +69,12 @@ def write_json_atomic(path: Path, data) -> None:
     os.replace(temp, path)
 
 
-def write_json(path: Path, data) -> None:
-    """JSON for people to read (metrics.json, an -o result): indented, non-ASCII kept, arrays as lists."""
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=_jsonable) + "\n", encoding="utf-8")
+def write_json(path: Path, data, what: str = "the metrics") -> None:
+    """JSON for people to read (metrics.json, an -o result): indented, non-ASCII kept, arrays as lists; written
+    through a temporary file renamed when complete (rundir/outputs.py), so a full disk leaves no half file."""
+    from .outputs import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=_jsonable) + "\n", what)
 
 
 def _jsonable(value):
@@ -105,5 +113,5 @@ def _read_json(path: Path) -> dict | None:
 
 __all__ = ["RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "METRICS_FILE", "CURVE_FILE",
            "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
-           "RUN_FOLDERS",
+           "USER_NAMED", "RUN_FOLDERS",
            "LOG_HISTORY_FILE", "file_digest", "write_json_atomic", "write_json", "read_run_config", "save_run_config"]

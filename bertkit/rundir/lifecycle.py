@@ -9,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import BertkitError
-from .files import FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS, _read_json, write_json_atomic
+from .files import (FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS, USER_NAMED, _read_json,
+                    write_json_atomic)
 from .fingerprint import check_resume_fingerprint, fingerprint
 from .lock import _RUNS, _key, acquire, release
+from .outputs import check_output_dir_is_a_folder, check_run_inputs
 from .record import file_stamps, remove_record, run_state
 
 
@@ -19,24 +21,68 @@ def _matches_output(name: str) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in RUN_OUTPUTS)
 
 
-def clear_old_run(run_dir: Path) -> tuple[int, int]:
-    """Remove an old run's files (what its record lists, and what runs write) and its checkpoints; files of the
-    user's that no run writes stay. Returns (files, checkpoints) removed."""
-    record = _read_json(run_dir / RECORD_FILE) or {}
-    listed = set(record.get("files", {}) if isinstance(record.get("files"), dict) else ())
-    files = checkpoints = 0
-    for path in sorted(run_dir.iterdir()):
-        if path.name == LOCK_FILE:
+def _user_named(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in USER_NAMED)
+
+
+def old_run_files(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(files, folders) that earlier bertkit runs wrote in `run_dir`: what overwrite=true removes.
+
+    - folders: checkpoint-*, and the trial-* / seed-* folders a killed search or seed band leaves;
+    - files the completion record lists (a finished or mixed run);
+    - files with the names a run (or Trainer) writes (RUN_OUTPUTS: weights, config.json, tokenizer files,
+      trainer_state.json, metrics.json, train.log, ...) — nobody writes those by hand, and this run writes them anyway;
+    - but a name a person may well have written (USER_NAMED: README.md, *.png) only when the record lists it or,
+      without a record (an unfinished run), when it is newer than the run's fingerprint, which the run wrote when
+      its training began: a README.md or picture that was there before is the user's, and stays.
+    Everything else (notes, data, an evaluation saved beside the model, results.png) is the user's."""
+    record = _read_json(run_dir / RECORD_FILE)
+    listed = set(record["files"]) if record and isinstance(record.get("files"), dict) else set()
+    began = None
+    if record is None and (run_dir / FINGERPRINT_FILE).is_file():
+        began = (run_dir / FINGERPRINT_FILE).stat().st_mtime_ns
+    files, folders = [], []
+    for path in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
+        if path.name in (LOCK_FILE, RECORD_FILE):
             continue
         if path.is_dir() and (path.name.startswith("checkpoint-") or
                               any(fnmatch.fnmatch(path.name, pattern) for pattern in RUN_FOLDERS)):
-            shutil.rmtree(path)
-            checkpoints += 1
-        elif path.is_file() and path.name != RECORD_FILE and (path.name in listed or _matches_output(path.name)):
-            path.unlink()
-            files += 1
+            folders.append(path)
+        elif path.is_file() and (path.name in listed or (_matches_output(path.name) and (
+                not _user_named(path.name) or (began is not None and path.stat().st_mtime_ns >= began)))):
+            files.append(path)
+    return files, folders
+
+
+def clear_old_run(run_dir: Path) -> tuple[int, int]:
+    """Remove what earlier runs wrote (`old_run_files`); files of the user's stay. Returns (files, checkpoints)
+    removed."""
+    files, folders = old_run_files(run_dir)
+    for folder in folders:
+        shutil.rmtree(folder)
+    for path in files:
+        path.unlink()
     remove_record(run_dir)  # last: until the old files are gone, the directory must not look like a fresh run
-    return files, checkpoints
+    return len(files), len(folders)
+
+
+def users_files_in_the_way(run_dir: Path, replacing: bool) -> list[str]:
+    """Files in `run_dir` that no bertkit run wrote but that have a name this run writes (README.md,
+    training_curve.png, metrics.json, ...): the run would replace them. With `replacing` (overwrite=true over a
+    run) what the earlier run wrote is not in the way."""
+    if not run_dir.is_dir():
+        return []
+    removed = set(old_run_files(run_dir)[0]) if replacing else set()
+    return [p.name for p in sorted(run_dir.iterdir()) if p.is_file() and p not in removed
+            and p.name not in (LOCK_FILE, RECORD_FILE, FINGERPRINT_FILE) and _matches_output(p.name)]
+
+
+def _in_the_way(run_dir: Path, names: list[str], overwrite: bool) -> BertkitError:
+    shown = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    them = "them" if len(names) > 1 else "it"
+    kept = " (overwrite=true removes only what an earlier bertkit run wrote)" if overwrite else ""
+    return BertkitError(f"output_dir {run_dir} holds {shown}, which no bertkit run wrote and this run would "
+                        f"replace{kept} — move {them} out of {run_dir}, or choose another output_dir=...")
 
 
 def _refusal(run_dir: Path, state: str, detail: str, recipe: str) -> BertkitError:
@@ -52,6 +98,8 @@ def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, s
     to resume from another run's checkpoints. Nothing is written yet: `begin` does that once training starts, so a
     run stopped by a typo in a data path leaves the directory as it was."""
     run_dir = Path(output_dir).expanduser()
+    check_run_inputs(output_dir, config)  # before any hint of overwrite=true: it would destroy the input
+    check_output_dir_is_a_folder(run_dir)
     acquire(run_dir)
     try:
         current = fingerprint(config)
@@ -66,6 +114,9 @@ def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, s
                 if not overwrite:
                     raise _refusal(run_dir, state, detail, recipe)
                 replace = state
+            in_the_way = users_files_in_the_way(run_dir, replacing=replace is not None)
+            if in_the_way:
+                raise _in_the_way(run_dir, in_the_way, overwrite)
     except BaseException:
         release(run_dir)
         raise
@@ -95,4 +146,4 @@ def begin(output_dir: str, say: Callable[[str], None]) -> None:
                           {"recipe": plan["recipe"], "started": held["started"], **plan["fingerprint"]})
 
 
-__all__ = ["start", "begin", "clear_old_run"]
+__all__ = ["start", "begin", "clear_old_run", "old_run_files", "users_files_in_the_way"]

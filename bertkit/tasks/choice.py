@@ -25,6 +25,7 @@ from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
 from ..rundir import read_run_config, write_json
+from ..rundir.outputs import atomic_output, check_output_path
 from . import SETTINGS_KEY, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
@@ -214,10 +215,11 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     (its text), "score", "probabilities" (one per option)}."""
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     chooser = load_predictor(model_dir)
     examples = read_examples(input_path, labelled=False)
     probs = predict_probabilities(chooser, examples, batch_size)
-    with Path(output_path).open("w", encoding="utf-8") as handle:
+    with atomic_output(output_path, "predictions") as handle:
         for example, row in zip(examples, probs):
             best = int(row.argmax())
             record = {"question": example.question, "choice": best, "option": example.options[best],
@@ -228,6 +230,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """Accuracy of the model on a labelled file."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     chooser = load_predictor(model_dir)
     examples = read_examples(input_path)
     probs = predict_probabilities(chooser, examples, batch_size)

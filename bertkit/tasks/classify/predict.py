@@ -24,6 +24,7 @@ from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForSequenceClassification
 from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.rundir import RUN_CONFIG_FILE, model_task, write_json
+from bertkit.rundir.outputs import atomic_output, check_output_path
 
 from .documents import document_logits, is_document_model
 
@@ -113,7 +114,9 @@ def _chunks(dataset, columns: ColumnMap, rows_per_chunk: int = CHUNK_ROWS):
 
 
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
-    """Write one record per input row (label, score, every probability) as JSONL or CSV, in input order."""
+    """Write one record per input row (label, score, every probability) as JSONL or CSV, in input order (through a
+    temporary file, renamed when complete)."""
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     classifier = load_predictor(model_dir)
     dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
                                         require_label=False)
@@ -128,6 +131,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """Metrics of the model on a labelled file; labels the model never saw are an error, not a silent mismatch."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     classifier = load_predictor(model_dir)
     dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
                                         require_label=True)
@@ -155,7 +160,8 @@ class _RecordWriter:
             raise BertkitError(f"output file {path}: use a .jsonl or .csv name")
 
     def __enter__(self):
-        self.handle = self.path.open("w", encoding="utf-8", newline="")
+        self.output = atomic_output(self.path, "predictions", newline="")  # renamed over path when complete
+        self.handle = self.output.__enter__()
         if self.is_csv:
             self.csv = csv.writer(self.handle, delimiter="\t" if self.path.suffix.lower() == ".tsv" else ",")
             self.csv.writerow(["text", "label", "score", *[f"prob_{name}" for name in self.labels.names]])
@@ -170,7 +176,7 @@ class _RecordWriter:
         self.csv.writerow([record["text"], label, record.get("score", ""), *[probs[n] for n in self.labels.names]])
 
     def __exit__(self, *exc):
-        self.handle.close()
+        return self.output.__exit__(*exc)
 
 
 __all__ = ["Classifier", "read_model_settings", "model_class", "load_predictor", "predict_probabilities",

@@ -14,6 +14,7 @@ import transformers
 from bertkit.checkpoints import load_tokenizer
 from bertkit.errors import BertkitError
 from bertkit.rundir import write_json
+from bertkit.rundir.outputs import atomic_output, check_output_path
 from bertkit.tasks import read_settings
 from bertkit.tasks.mlm.evaluation import masked_perplexity
 from bertkit.tasks.mlm.examples import encode, read_examples
@@ -71,12 +72,12 @@ def read_masked_lines(path: str, mask_token: str) -> list[str]:
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
     """Fill-mask over a text file: for each line holding [MASK], one JSON line with the text and, per [MASK], the
     TOP_K tokens with their probabilities. Returns the lines written."""
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     predictor = load_predictor(model_dir)
     texts = read_masked_lines(input_path, predictor.tokenizer.mask_token)
     if not texts:
         raise BertkitError(f"{input_path}: no line holds {predictor.tokenizer.mask_token} — nothing to fill")
-    Path(output_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as handle:
+    with atomic_output(output_path, "predictions") as handle:  # creates a missing folder, saying so
         for start in range(0, len(texts), batch_size):
             batch = texts[start:start + batch_size]
             for text, masks in zip(batch, predictor.top_tokens(batch, TOP_K)):
@@ -88,6 +89,8 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     """Held-out perplexity of the model on a corpus file (read as the recipe reads data.eval: group blocks or line
     windows as the run made them), each example masked once from (seed, its number), as the run's held-out set
     was. NSP pairs are drawn from one seeded stream, not the training pipeline's per-pair draws."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     predictor = load_predictor(model_dir)
     settings, tokenizer = predictor.settings, predictor.tokenizer
     documents = read_examples(input_path)

@@ -18,6 +18,7 @@ from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForTokenClassification
 from bertkit.rundir import write_json
+from bertkit.rundir.outputs import atomic_output, check_output_path
 from bertkit.tasks import read_settings
 
 from .encode import encode
@@ -72,10 +73,11 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: NER predictions are nested (entities per text) — use a "
                            f".jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     tagger = load_predictor(model_dir)
     sentences = read_texts(input_path, tagger.settings.split)
     probs = predict_word_probabilities(tagger, sentences, batch_size)
-    with Path(output_path).open("w", encoding="utf-8") as handle:
+    with atomic_output(output_path, "predictions") as handle:
         for sentence, word_probs in zip(sentences, probs):
             tags, scores = decode(word_probs, tagger.id2label)
             record = {"text": sentence.text, "entities": entities_from_tags(sentence, tags, scores)}
@@ -85,6 +87,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """Entity-level metrics on a labelled CoNLL / JSONL file, read with the options of the training run."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     tagger = load_predictor(model_dir)
     data = read_examples(input_path, tagger.settings.read_options())
     for note in data.notes:

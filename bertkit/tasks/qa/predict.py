@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import BertkitError
+from ...rundir.outputs import atomic_output, check_output_path
 from .. import read_settings
 from .postprocess import Prediction, postprocess, prediction_record, score_predictions
 from .read import QAExample, ReadReport, read_examples
@@ -80,11 +81,12 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     """Answer every {question, context} record of a file; write one JSON line per question, in input order."""
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: QA predictions are written as JSON lines — use a .jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     qa = load_predictor(model_dir)
     examples, report = read_examples(input_path, require_answers=False)
     _print_report(report)
     predictions = predict_examples(qa, examples, batch_size)
-    with Path(output_path).open("w", encoding="utf-8") as handle:
+    with atomic_output(output_path, "predictions") as handle:
         for example, prediction in zip(examples, predictions):
             record = prediction_record(example, prediction, qa.settings.null_threshold)
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -93,6 +95,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """EM / F1 of the model on a labelled file with its saved null threshold (HasAns / NoAns for v2 data)."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     from ...rundir import write_json
 
     qa = load_predictor(model_dir)
