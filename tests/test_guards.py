@@ -208,7 +208,7 @@ def mlm_args(model, corpus, out, *extra):
 
 def test_a_binary_corpus_is_named_not_utf8_with_its_offset(tiny_model_dir, binary_corpus, tmp_path):
     result = runner.invoke(app, mlm_args(tiny_model_dir, binary_corpus, tmp_path / "run"))
-    message = one_line(result, 2, str(binary_corpus), "not UTF-8", "byte 33", "line 3")
+    message = one_line(result, 2, str(binary_corpus), "not UTF-8", "byte offset 33", "line 3")
     assert "disk" not in message
 
 

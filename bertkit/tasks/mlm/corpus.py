@@ -26,6 +26,8 @@ larger than the disk cache; held-out rows are picked by a hash of (seed, row), s
 
 from __future__ import annotations
 
+import codecs
+import errno
 import hashlib
 import json
 import os
@@ -95,9 +97,16 @@ def cached_map(dataset: datasets.Dataset, function, fingerprint: str, num_proc: 
     lock = FileLock(dataset._get_cache_file_path(fingerprint) + ".lock") if dataset.cache_files else nullcontext()
     with lock:
         hit = _cached(dataset, fingerprint)
-        out = dataset.map(ReleasingReadPages(function, mapped_files(dataset)), batched=True, batch_size=ROW_BATCH,
-                          writer_batch_size=ROW_BATCH, num_proc=workers, new_fingerprint=fingerprint, desc=desc,
-                          **kwargs)
+        try:
+            out = dataset.map(ReleasingReadPages(function, mapped_files(dataset)), batched=True,
+                              batch_size=ROW_BATCH, writer_batch_size=ROW_BATCH, num_proc=workers,
+                              new_fingerprint=fingerprint, desc=desc, **kwargs)
+        except OSError as err:  # the cache's disk, not the corpus: say where, and what to set
+            if disk_full_in(err) is None:
+                raise
+            cache = (str(Path(dataset.cache_files[0]["filename"]).parent) if dataset.cache_files else
+                     cache_folder(None))
+            raise disk_full_error(cache, desc) from None
     # Opening a table reads the header of every record batch, and the kernel maps the cached pages around each
     # page read (fault-around): 150 MB of a 1 GB corpus's text table stayed in this process's RSS after loading it.
     release_mapped_pages(mapped_files(dataset) + mapped_files(out))
@@ -135,9 +144,75 @@ def _load(path: str, loader: str, options: dict, cache_dir: str | None) -> datas
     try:
         table = datasets.load_dataset(loader, data_files=str(path), split="train", cache_dir=cache_dir, **options)
     except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
-        raise BertkitError(f"{path}: could not be read as {loader} ({type(err).__name__}: {str(err)[:120]})") from None
+        raise corpus_error(path, loader, err, cache_dir) from None
     release_mapped_pages(mapped_files(table))  # see cached_map
     return table
+
+
+# ------------------------------------------------------------------------------------------ why a read failed
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """`err` and the errors it was raised from or during (datasets wraps the real one in DatasetGenerationError)."""
+    seen = set()
+    while err is not None and id(err) not in seen and len(seen) < 20:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+def disk_full_in(err: BaseException) -> OSError | None:
+    return next((e for e in _chain(err) if isinstance(e, OSError) and e.errno in DISK_FULL), None)
+
+
+def cache_folder(cache_dir: str | None) -> str:
+    return str(cache_dir or datasets.config.HF_DATASETS_CACHE)
+
+
+def disk_full_error(cache: str, doing: str) -> BertkitError:
+    return BertkitError(f"the disk of the datasets cache {cache} is full (while {doing}) — the corpus is not at "
+                        "fault: free space there, or point data.cache_dir (or HF_DATASETS_CACHE) at a folder on a "
+                        "disk with room")
+
+
+def first_invalid_utf8(path: str, chunk: int = 1 << 20) -> tuple[int, int, int] | None:
+    """(byte offset, line, the byte) of the first byte of `path` that is not UTF-8; None if it all decodes."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    fed = lines = 0
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(chunk)
+            pending = decoder.getstate()[0]
+            try:
+                decoder.decode(data, final=not data)
+            except UnicodeDecodeError as err:
+                offset = fed - len(pending) + err.start
+                before = (pending + data)[:err.start]
+                return offset, lines + before.count(b"\n") - pending.count(b"\n") + 1, (pending + data)[err.start]
+            if not data:
+                return None
+            fed += len(data)
+            lines += data.count(b"\n")
+
+
+def not_text_error(path: str) -> BertkitError:
+    found = first_invalid_utf8(path) if os.path.isfile(path) else None
+    where = (f": byte offset {found[0]:,} (line {found[1]:,}) is 0x{found[2]:02x}" if found else "")
+    return BertkitError(f"{path} is not UTF-8 text{where} — a corpus is a UTF-8 text file: convert it (e.g. iconv "
+                        "-f latin1 -t utf-8), or check that data.train names the text and not a binary file")
+
+
+def corpus_error(path: str, loader: str, err: BaseException, cache_dir: str | None) -> BertkitError:
+    """One line for a corpus `datasets` could not read: a full disk under the cache is the disk's fault, not the
+    corpus's; bytes that are not UTF-8 are named by offset and line; anything else as datasets said it."""
+    if disk_full_in(err) is not None:
+        return disk_full_error(cache_folder(cache_dir), f"copying {path} into it")
+    if any(isinstance(e, UnicodeDecodeError) for e in _chain(err)):
+        return not_text_error(path)
+    cause = next((e for e in _chain(err) if not isinstance(e, datasets.exceptions.DatasetGenerationError)), err)
+    return BertkitError(f"{path}: could not be read as {loader} ({type(cause).__name__}: {str(cause)[:120]})")
 
 
 @dataclass(frozen=True)
@@ -362,6 +437,7 @@ def _with_text(blank: np.ndarray, path: str) -> np.ndarray:
 __all__ = [
     "CORPUS_VERSION", "ROW_BATCH", "BlankFlags", "CellsToLines", "Corpus", "EncodeRows", "RowSplit", "all_rows",
     "blank_flags", "cached_map", "default_num_proc", "documents_of", "first_texts", "iter_texts", "open_corpus",
-    "read_lines", "split_rows", "step_fingerprint", "token_features", "tokenize_rows", "tokenized_file",
+    "read_lines", "corpus_error", "first_invalid_utf8", "split_rows", "step_fingerprint", "token_features",
+    "tokenize_rows", "tokenized_file",
     "tokenizer_digest",
 ]

@@ -11,7 +11,7 @@ import datasets
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.blocks import extend_words
-from bertkit.tasks.mlm.corpus import ROW_BATCH, EncodeRows
+from bertkit.tasks.mlm.corpus import ROW_BATCH, EncodeRows, corpus_error
 
 
 def held_by_hash(seed: int, row: int, fraction: float) -> bool:
@@ -20,11 +20,19 @@ def held_by_hash(seed: int, row: int, fraction: float) -> bool:
     return int.from_bytes(digest, "little") / 2.0 ** 64 < fraction
 
 
-def stream_lines(path: str) -> datasets.IterableDataset:
-    """A .txt corpus as a `datasets` stream of lines (`text`); other kinds are refused."""
+def stream_lines(path: str) -> Iterator[dict[str, str]]:
+    """A .txt corpus as a `datasets` stream of lines (`text`); other kinds are refused. Bytes that are not UTF-8
+    are one line naming the offset, as the cached read says it (corpus.corpus_error), wherever the stream is."""
     if Path(path).suffix.lower() != ".txt":
         raise BertkitError(f"data.streaming reads .txt corpora (one paragraph per line); {path} is not one")
-    return datasets.load_dataset("text", data_files=str(path), split="train", streaming=True)
+    return _read_stream(path, datasets.load_dataset("text", data_files=str(path), split="train", streaming=True))
+
+
+def _read_stream(path: str, stream: datasets.IterableDataset) -> Iterator[dict[str, str]]:
+    try:
+        yield from stream
+    except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
+        raise corpus_error(path, "text", err, None) from None
 
 
 def stream_examples(path: str, tokenizer, whole_word: str, mode: str, max_length: int, seed: int,
