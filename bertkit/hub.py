@@ -13,6 +13,7 @@ is left, returns the branch head instead of committing. We compare that with the
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import shutil
@@ -20,7 +21,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import (
     HfHubHTTPError,
@@ -28,7 +28,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import filter_repo_objects
+from huggingface_hub.utils import HFValidationError, filter_repo_objects, validate_repo_id
 
 from .console import is_main_process, say
 from .errors import BertkitError
@@ -175,13 +175,38 @@ def _status(err: HfHubHTTPError) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def network_errors() -> tuple[type[BaseException], ...]:
+    """Connection, timeout and network errors of the HTTP library huggingface_hub talks through: httpx2 under
+    huggingface_hub 2.x, httpx under 1.x. Looked up, not imported by name: bertkit does not depend on either
+    itself, and pyproject.toml allows both Hub clients."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            library = importlib.import_module(name)
+        except ImportError:
+            continue
+        found += [getattr(library, kind) for kind in ("ConnectError", "TimeoutException", "NetworkError")
+                  if isinstance(getattr(library, kind, None), type)]
+    return tuple(found)
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse what the Hub would refuse as a repo id ('../x', 'user/a b', 'a/b/c'), before anything is read or sent."""
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise BertkitError(f"{repo_id!r} is not a Hub repo id — write namespace/name (or just name): letters, "
+                           "digits, '-', '_' and '.', no part starting or ending with '-' or '.', no '--' or '..', "
+                           "at most 96 characters, e.g. user/my-model") from None
+
+
 def explain(
     err: BaseException, *, endpoint: str, repo_id: str, revision: str | None, source: str | None
 ) -> str | None:
     """One-line message (what is wrong + the fix) for an error from the Hub client; None if it is not one."""
     if isinstance(err, OfflineModeIsEnabled):
         return "HF_HUB_OFFLINE is set, so the Hub cannot be reached: unset HF_HUB_OFFLINE to push"
-    if isinstance(err, (httpx2.ConnectError, httpx2.TimeoutException, httpx2.NetworkError)):
+    if isinstance(err, network_errors()):
         return (
             f"cannot reach the Hub at {endpoint} ({_one_line(err, 80) or type(err).__name__}): "
             "check the endpoint (--endpoint / HF_ENDPOINT) and your network, then push again"
@@ -302,6 +327,7 @@ def push_model(
     from main when missing. Errors are BertkitErrors that say what to do; a failed push changes nothing locally
     and can simply be re-run.
     """
+    check_repo_id(repo_id)
     model_dir = Path(model_dir).expanduser()
     files, source = _checked_upload(model_dir, token)
     # Rendered before any request, so a malformed metrics.json fails before a repo is created.
@@ -332,6 +358,8 @@ __all__ = [
     "check_model_dir",
     "select_files",
     "explain",
+    "check_repo_id",
+    "network_errors",
     "ALLOW_PATTERNS",
     "IGNORE_PATTERNS",
     "NO_CHANGES",

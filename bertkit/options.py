@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .checkpoints import DEFAULT_MODEL
-from .checks import (check_learning_rates, check_lora, check_patience, check_resume, check_search, check_seed,
-                     check_seed_band)
+from .checks import (at_key, check_learning_rates, check_lora, check_patience, check_resume, check_search,
+                     check_seed, check_seed_band)
 
 
 @dataclass
@@ -49,9 +49,15 @@ class RunOptions:
         self.check()
 
     def check(self) -> None:
-        """Refuse a seed numpy cannot take and a resume checkpoint that does not exist."""
+        """Refuse a seed numpy cannot take, a resume checkpoint that does not exist and a push= the Hub would refuse
+        (said now, not after training)."""
         check_seed(self.seed)
         check_resume(self.resume)
+        if self.push:
+            from .hub import check_repo_id
+
+            with at_key("push"):
+                check_repo_id(self.push)
 
 
 @dataclass
