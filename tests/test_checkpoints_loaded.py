@@ -286,3 +286,36 @@ def test_output_hidden_states_selection_reaches_the_heads():
     with torch.no_grad():
         states = head(**batch, output_hidden_states=[0, 2]).hidden_states
     assert [state is None for state in states] == [False, True, False, True]
+
+
+def test_mlm_predict_refuses_a_roberta_masked_lm(tiny_model_dir, tmp_path):
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=64, max_position_embeddings=130)
+    model_dir = save_with_tokenizer(transformers.RobertaForMaskedLM(config), tmp_path / "roberta-mlm", tiny_model_dir)
+    (tmp_path / "masked.txt").write_text("the film was [MASK] .\n")
+    result = runner.invoke(app, ["predict", model_dir, str(tmp_path / "masked.txt"), "-o", str(tmp_path / "p.jsonl")])
+    one_line_error(result, 2, "model_type 'roberta'", REFUSAL)
+
+
+# ------------------------------------------------------------------------- the real MiniLM still loads everywhere
+
+
+@pytest.mark.parametrize("head", ["BertkitForSequenceClassification", "BertkitForTokenClassification",
+                                  "BertkitForQuestionAnswering", "BertkitForMultipleChoice"])
+def test_minilm_loads_for_every_fine_tuning_head(minilm_dir, head):
+    """MiniLM has a pooler and no MLM head: every recipe's head loads it, only its new head starting fresh."""
+    from bertkit.checkpoints import resolve_model
+    from bertkit.console import load_pretrained
+
+    path = resolve_model("all-MiniLM-L6-v2")
+    assert path == minilm_dir
+    model = load_pretrained(getattr(bertkit, head), path, num_labels=2)
+    assert model.config.num_hidden_layers == 6
+
+
+def test_minilm_loads_for_mlm_with_a_new_head(minilm_dir):
+    from bertkit.tasks.mlm.heads import load_mlm_model
+
+    _, report = load_mlm_model(minilm_dir)
+    assert report["mlm_head"] == "new" and report["pooler"] == "kept"

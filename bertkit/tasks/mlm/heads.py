@@ -22,9 +22,10 @@ def load_mlm_model(path: str, nsp: bool = False):
     output starts from the same pooler as one fine-tuned from the original checkpoint."""
     from bertkit import BertkitForMaskedLM, BertkitForPreTraining, BertkitModel
 
-    from bertkit.checkpoints import check_encoder_loaded
+    from bertkit.checkpoints import check_encoder_loaded, check_implementation
     from bertkit.console import quiet_load_report
 
+    check_implementation(path)  # an mlm run of another architecture (predict / evaluate) is refused, not loaded
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
     with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
         model, info = model_class.from_pretrained(path, output_loading_info=True)
