@@ -310,12 +310,12 @@ def inspect_command(
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
     from .console import summary
-    from .inspection import coverage_table, inspect_data
+    from .inspection import coverage_table, inspect_data, label_rows
 
     report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
     summary(f"{train_file}: {report['rows']} rows", {
         **{f"column {k}": v for k, v in report["columns"].items() if v},
-        "label kind": report["label_kind"], **{f"label {k}": v for k, v in report["labels"].items()}})
+        "label kind": report["label_kind"], **label_rows(report["labels"])})
     tokens = report["tokens"]
     summary(f"length in tokens ({model})", {
         **{k: v for k, v in tokens.items() if isinstance(v, int)},

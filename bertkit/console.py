@@ -269,6 +269,17 @@ def _few(names: list[str], limit: int = 4) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+SHOWN_NAMES = 20
+
+
+def capped(names, limit: int = SHOWN_NAMES) -> str:
+    """Names for one console line, never all of 5,000 labels: the first `limit`, then "... and N more"."""
+    names = [str(name) for name in names]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f" ... and {len(names) - limit:,} more"
+
+
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_", "number_")  # per label: in the -o JSON, not the result line
 
 
@@ -355,5 +366,5 @@ def fmt_duration(seconds: float) -> str:
 __all__ = ["result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
     "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "load_pretrained", "quiet_load_report",
     "describe_loading",
-    "module_names", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
+    "module_names", "capped", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
     "next_commands"]

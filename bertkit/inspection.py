@@ -24,6 +24,17 @@ def label_distribution(dataset, labels) -> dict[str, int]:
     return {name: counts[name] for name in labels.names}
 
 
+def label_rows(counts: dict[str, int], limit: int = 20) -> dict[str, int | str]:
+    """The `label NAME: count` rows `bertkit inspect` prints: every label up to `limit`, else the `limit` most
+    frequent and one row for the rest (5,000 labels are not 5,000 lines)."""
+    if len(counts) <= limit:
+        return {f"label {name}": count for name, count in counts.items()}
+    top = sorted(counts.items(), key=lambda item: -item[1])[:limit]
+    rest = len(counts) - limit
+    return {**{f"label {name}": count for name, count in top},
+            f"... and {rest:,} more labels": f"{sum(counts.values()) - sum(c for _, c in top):,} rows"}
+
+
 def token_lengths(tokenizer, texts: list[str], pairs: list[str] | None) -> np.ndarray:
     """Full length of each example in tokens, special tokens included, before any truncation."""
     encoded = tokenizer(texts, pairs, truncation=False, verbose=False)["input_ids"]
@@ -133,5 +144,5 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
     }
 
 
-__all__ = ["inspect_data", "label_distribution", "token_lengths", "unknown_rate", "length_summary",
+__all__ = ["inspect_data", "label_distribution", "label_rows", "token_lengths", "unknown_rate", "length_summary",
            "strategy_settings", "document_coverage", "coverage_report", "coverage_table"]

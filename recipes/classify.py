@@ -23,7 +23,7 @@ from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, say
+from bertkit.console import capped, load_pretrained, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.modeling_document import BertkitForDocumentClassification
@@ -105,7 +105,7 @@ def load_data(cfg: Config, tokenizer):
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
         f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
-        f"{', '.join(labels.names) if labels.names else 'regression'}")
+        f"{capped(labels.names) if labels.names else 'regression'}")
     if cfg.long_doc.strategy == "chunk":
         say_windows(cfg, *splits)
     return splits[0], splits[1], labels

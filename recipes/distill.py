@@ -24,7 +24,7 @@ from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer, resolve_model
 from bertkit.checks import check_data_file, check_max_length, check_model, check_recipe, require
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, say
+from bertkit.console import capped, load_pretrained, say
 from bertkit.data import LabelSpace
 from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
                              student_from_teacher)
@@ -115,7 +115,7 @@ def load_data(cfg: Config, tokenizer, labels: LabelSpace):
         rows = rows.remove_columns("doc_id").add_column("labels", [-100] * len(rows)).cast(encoded[0].features)
         encoded[0], unlabelled = datasets.concatenate_datasets([encoded[0], rows]), len(rows)
     say(f"{len(train)} labelled + {unlabelled} unlabelled train / {len(dev) if dev else 0} dev examples; "
-        f"labels: {', '.join(labels.names)}")
+        f"labels: {capped(labels.names)}")
     return encoded[0], encoded[1]
 
 

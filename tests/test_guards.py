@@ -312,6 +312,10 @@ def test_a_300_class_run_prints_a_bounded_label_line(tiny_model_dir, tmp_path):
     status = runner.invoke(app, ["runs", str(tmp_path)], env={"COLUMNS": "200"})
     assert "finished" in status.output
     assert runner.invoke(app, ["diagnose", str(out), "--no-predict"]).exit_code == 0
+    inspected = runner.invoke(app, ["inspect", train, "--model", tiny_model_dir], env={"COLUMNS": "200"})
+    assert inspected.exit_code == 0, inspected.output
+    label_rows = [line for line in inspected.output.splitlines() if line.strip().startswith("label ")]
+    assert len(label_rows) == 21 and "and 280 more labels" in inspected.output  # label kind + 20 labels
 
 
 # ----------------------------------------------------------------------------------------------- 9. push

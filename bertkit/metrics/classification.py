@@ -55,13 +55,33 @@ def _averaged_scores(y_true, y_pred, labels):
     }
 
 
+# Per-class outputs stay bounded in the number of classes (5,000 classes once made a 225 MB confusion_matrix.json):
+# up to PER_CLASS_LIMIT classes everything is per class; past it, metrics keep the PER_CLASS_SHOWN classes with the
+# most dev examples, and the confusion matrix becomes a list of the TOP_CONFUSIONS largest off-diagonal cells.
+# classification_report.txt keeps one line per class (linear, about 60 bytes a class).
+PER_CLASS_LIMIT = 100
+PER_CLASS_SHOWN = 20
+TOP_CONFUSIONS = 100
+
+
+def most_supported(support, shown: int = PER_CLASS_SHOWN) -> list[int]:
+    """Indices of the `shown` largest supports, largest first (ties: lower index first)."""
+    support = np.asarray(support)
+    return [int(i) for i in np.lexsort((np.arange(len(support)), -support))[:shown]]
+
+
 def _per_class_scores(y_true, y_pred, labels, label_names):
-    precision, recall, f1, _ = skm.precision_recall_fscore_support(
+    precision, recall, f1, support = skm.precision_recall_fscore_support(
         y_true, y_pred, labels=labels, average=None, zero_division=0
     )
+    kept = range(len(label_names))
+    if len(label_names) > PER_CLASS_LIMIT:  # the classes with the most examples, in that order
+        kept = most_supported(support[: len(label_names)])
     scores = {}
-    for name, p, r, f in zip(label_names, precision, recall, f1):
-        scores.update({f"f1_{name}": float(f), f"precision_{name}": float(p), f"recall_{name}": float(r)})
+    for i in kept:
+        name = label_names[i]
+        scores.update({f"f1_{name}": float(f1[i]), f"precision_{name}": float(precision[i]),
+                       f"recall_{name}": float(recall[i])})
     return scores
 
 
@@ -69,7 +89,8 @@ class ClassificationMetric(OfflineMetric):
     """Single-label classification: accuracy, micro/macro/weighted F1, MCC, macro precision/recall.
 
     compute(predictions=ids, references=ids, labels=None, label_names=None): `labels` restricts the averaged
-    scores to those class ids; `label_names` (one per id, in id order) adds f1_/precision_/recall_<name>.
+    scores to those class ids; `label_names` (one per id, in id order) adds f1_/precision_/recall_<name> (past
+    PER_CLASS_LIMIT classes, for the PER_CLASS_SHOWN classes with the most references only).
     """
 
     def _info(self):
@@ -174,14 +195,28 @@ def classification_report_text(y_true, y_pred, label_names):
     )
 
 
-def confusion_matrix_table(y_true, y_pred, label_names):
-    """{"labels": names, "matrix": counts}; matrix[i][j] = examples of true class i predicted as class j."""
+def confusion_matrix_table(y_true, y_pred, label_names, top: int = TOP_CONFUSIONS):
+    """Up to PER_CLASS_LIMIT classes: {"labels": names, "matrix": counts}, matrix[i][j] = examples of true class i
+    predicted as class j. Past it, a sparse form that never holds a classes x classes table: {"format": "sparse",
+    "classes", "examples", "correct" (the diagonal's sum), "confusions": the `top` largest off-diagonal cells as
+    {"true", "predicted", "count"}, largest first, "other_confusions" (the wrong predictions not listed)}."""
     check_pair(y_pred, y_true)
     check_not_empty(y_pred)
     for values, what in ((y_true, "y_true"), (y_pred, "y_pred")):
         check_ids_in_range(as_class_ids(values, what), len(label_names), what)
-    matrix = skm.confusion_matrix(y_true, y_pred, labels=list(range(len(label_names))))
-    return {"labels": [str(name) for name in label_names], "matrix": matrix.tolist()}
+    if len(label_names) <= PER_CLASS_LIMIT:
+        matrix = skm.confusion_matrix(y_true, y_pred, labels=list(range(len(label_names))))
+        return {"labels": [str(name) for name in label_names], "matrix": matrix.tolist()}
+    gold, predicted = as_class_ids(y_true, "y_true"), as_class_ids(y_pred, "y_pred")
+    wrong = gold != predicted
+    cells, counts = np.unique(gold[wrong].astype(np.int64) * len(label_names) + predicted[wrong], return_counts=True)
+    order = np.lexsort((cells, -counts))[:top]
+    confusions = [{"true": str(label_names[int(cells[i]) // len(label_names)]),
+                   "predicted": str(label_names[int(cells[i]) % len(label_names)]), "count": int(counts[i])}
+                  for i in order]
+    return {"format": "sparse", "classes": len(label_names), "examples": int(len(gold)),
+            "correct": int((~wrong).sum()), "confusions": confusions,
+            "other_confusions": int(wrong.sum()) - sum(entry["count"] for entry in confusions)}
 
 
 _THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)  # 0.05, 0.10, ..., 0.95
@@ -222,4 +257,8 @@ __all__ = [
     "classification_report_text",
     "confusion_matrix_table",
     "best_threshold",
+    "most_supported",
+    "PER_CLASS_LIMIT",
+    "PER_CLASS_SHOWN",
+    "TOP_CONFUSIONS",
 ]

@@ -120,6 +120,13 @@ def _hub_id(name: Any) -> str | None:
     return None if Path(name).exists() else name
 
 
+# Per-class tables of the card stay short whatever the number of classes (5,000 classes once made a 1.6 MB card):
+# at most this many label rows, and per-class scores of at most this many classes (the most frequent on dev).
+CARD_CLASSES = 20
+PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")
+REPORT_FILE = "classification_report.txt"
+
+
 def _labels(model_config: dict, tag: str) -> list[tuple[str, str]]:
     """(id, label) rows for classification heads; [] when there is nothing worth a table."""
     if tag not in ("text-classification", "token-classification"):
@@ -130,6 +137,41 @@ def _labels(model_config: dict, tag: str) -> list[tuple[str, str]]:
     rows = [(str(i), str(label)) for i, label in id2label.items()]
     # JSON keys are strings: sort "10" after "9".
     return sorted(rows, key=lambda r: (len(r[0]), r[0]))
+
+
+def report_supports(path: Path) -> dict[str, int]:
+    """class -> support from sklearn's classification_report.txt ({} when it is missing or not that table)."""
+    supports: dict[str, int] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    for line in lines[2:]:
+        if not line.strip():
+            break  # the per-class rows end at the blank line before accuracy / macro avg
+        parts = line.rsplit(None, 4)
+        if len(parts) == 5 and parts[4].isdigit():
+            supports[parts[0].strip()] = int(parts[4])
+    return supports
+
+
+def bounded_metrics(metrics: dict[str, float], names: list[str], supports: dict[str, int],
+                    limit: int = CARD_CLASSES) -> tuple[dict[str, float], int, int]:
+    """(metrics with per-class scores of at most `limit` classes, classes shown, classes left out): the classes
+    with the most dev examples (classification_report.txt's support) first, else in metrics.json's order."""
+    known = set(names)
+    per_class = {}
+    for key in metrics:
+        prefix = next((p for p in PER_CLASS_PREFIXES if key.startswith(p)), None)
+        if prefix and key[len(prefix):] in known:
+            per_class.setdefault(key[len(prefix):], []).append(key)
+    classes = list(per_class)
+    if supports:
+        classes.sort(key=lambda name: -supports.get(name, -1))  # stable: metrics order among equals
+    kept = set(classes[:limit])
+    dropped = {key for name in classes[limit:] for key in per_class[name]}
+    left_out = max(len(names), len(classes)) - len(kept) if classes else 0
+    return {k: v for k, v in metrics.items() if k not in dropped}, len(kept), left_out
 
 
 def _precision(cfg: dict) -> str | None:
@@ -281,11 +323,19 @@ def _body(card: dict) -> str:
         parts.append("## Results")
         if card["metrics"]:
             parts.append(_table(("metric", "value"), [(k, _fmt(v)) for k, v in card["metrics"].items()]))
+        if card["classes_left_out"]:
+            parts.append(f"Per-class scores are shown for {card['classes_shown']} classes (the most frequent on dev) "
+                         f"and {card['classes_left_out']:,} more classes are left out: see {REPORT_FILE} for "
+                         "every class.")
         if card["curve"]:
             parts.append("![Training curve](training_curve.png)")
     parts += card["selection"]
     if card["labels"]:
-        parts += ["## Labels", _table(("id", "label"), card["labels"])]
+        shown = card["labels"][:CARD_CLASSES]
+        more = len(card["labels"]) - len(shown)
+        parts += ["## Labels", _table(("id", "label"), shown)]
+        if more:
+            parts.append(f"... and {more:,} more labels: config.json's `id2label` lists all {len(card['labels']):,}.")
     parts += ["## How to use", usage_snippet(card)]
     return "\n\n".join(parts) + "\n"
 
@@ -324,6 +374,9 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     eval_file = next((p for s, p in data_files if s in ("validation", "eval", "test")), None)
     run_metrics = _read_json(model_dir / "metrics.json") if (model_dir / "metrics.json").is_file() else {}
     run_metrics = run_metrics if isinstance(run_metrics, dict) else {}
+    labels = _labels(model_config, tag)
+    metrics, classes_shown, classes_left_out = bounded_metrics(
+        read_metrics(model_dir / "metrics.json"), [name for _, name in labels], report_supports(model_dir / REPORT_FILE))
     return {
         "name": (repo_id or model_dir.resolve().name).split("/")[-1],
         "repo_id": repo_id or _PLACEHOLDER_REPO,
@@ -338,12 +391,14 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "recipe": _lookup(cfg, "recipe", "recipe.name"),
         "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
-        "metrics": read_metrics(model_dir / "metrics.json"),
+        "metrics": metrics,
+        "classes_shown": classes_shown,
+        "classes_left_out": classes_left_out,
         "selection": selection_section(run_metrics),
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),
         "curve": (model_dir / "training_curve.png").is_file(),
-        "labels": _labels(model_config, tag),
+        "labels": labels,
         "bertkit_only": bertkit_only_reason(model_config),
         "document_model": any("ForDocumentClassification" in str(arch)
                               for arch in model_config.get("architectures") or []),
