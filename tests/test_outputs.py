@@ -177,6 +177,22 @@ def test_training_into_the_model_it_starts_from_is_refused(finished, sentiment, 
     assert digests(base) == before
 
 
+def test_training_from_a_checkpoint_into_its_own_run_directory_is_refused(finished, sentiment, tmp_path):
+    """model=X/checkpoint-2 output_dir=X overwrite=true: clearing the old run would delete the model being read."""
+    run = copy_of(finished, tmp_path)
+    checkpoint = run / "checkpoint-2"
+    checkpoint.mkdir()
+    for path in finished.iterdir():
+        if path.is_file():
+            shutil.copy2(path, checkpoint / path.name)
+    before = digests(checkpoint)
+    message = one_line_error(runner.invoke(app, ["run", "classify", *overrides(checkpoint, sentiment, run,
+                                                                                 "overwrite=true")]))
+    assert f"output_dir {run} holds the model this run reads (model={checkpoint})" in message, message
+    assert "set overwrite=true" not in message
+    assert digests(checkpoint) == before
+
+
 def test_distilling_into_the_teacher_or_a_data_file_is_refused(finished, sentiment, tmp_path):
     teacher = copy_of(finished, tmp_path, "teacher")
     before = digests(teacher)
@@ -326,5 +342,5 @@ def test_export_never_writes_into_a_run_directory(finished, tmp_path):
     run = copy_of(finished, tmp_path)
     before = digests(run)
     message = one_line_error(runner.invoke(app, ["export", str(run), "-o", str(run / "onnx")]))
-    assert f"is inside the run directory {run}" in message, message
+    assert f"is inside the run directory {run}" in message and f"-o {run}-onnx" in message, message
     assert digests(run) == before and not (run / "onnx").exists()

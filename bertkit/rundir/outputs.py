@@ -61,6 +61,8 @@ def _suggest(output: str, inputs, model_dirs, what: str) -> str:
     elif suffix not in (".csv", ".tsv", ".jsonl"):
         suffix = ".jsonl"
     base = Path(inputs[0]) if inputs else Path(model_dirs[0]) if model_dirs else Path(output)
+    if what == "the export":  # a folder beside the run, as the default
+        return str(base.with_name(f"{base.name}-onnx"))
     return str(base.with_name(f"{base.stem if inputs else base.name}.{kind}{suffix}"))
 
 
@@ -77,8 +79,9 @@ def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = 
     target = _resolved(output)
     for model_dir in model_dirs:
         if target == _resolved(model_dir) or _resolved(model_dir) in target.parents:
-            raise BertkitError(f"{flag} {output} is inside the run directory {model_dir} that this command reads — "
-                               f"writing there would change the run's files; choose an output outside it (e.g. "
+            kind = "run" if run_directory_of(model_dir) == _resolved(model_dir) else "model"
+            raise BertkitError(f"{flag} {output} is inside the {kind} directory {model_dir} that this command reads "
+                               f"— writing there would change the {kind}'s files; choose an output outside it (e.g. "
                                f"{flag} {_suggest(str(output), [], [model_dir], what)})")
     folder_output = what == "the export"  # a folder that may exist (empty): only the folders above it matter
     run_dir = run_directory_of(target.parent) or (run_directory_of(target) if target.is_dir() and not folder_output
