@@ -22,6 +22,8 @@ it or writes into it.
     lifecycle.py    start (take and check the directory) and begin (clear what overwrite=true replaces)
     checkpoints.py  config.json and weights read with errors that name them; the newest complete checkpoint
     disk.py         a full disk said in one line
+    outputs.py      what a command may write where (never an input, the model read, a run directory; a run never
+                    into the model or data it reads), and writes through a temporary name renamed when complete
 """
 
 from __future__ import annotations
