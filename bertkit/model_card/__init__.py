@@ -21,6 +21,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .. import tasks
 from ..configuration_bert import bertkit_only_reason
 from ..errors import BertkitError
+from .bounded import CARD_CLASSES, REPORT_FILE, card_metrics
 from .selection import chosen_hyperparameters, selection_section
 from .usage import usage_snippet
 
@@ -120,13 +121,6 @@ def _hub_id(name: Any) -> str | None:
     return None if Path(name).exists() else name
 
 
-# Per-class tables of the card stay short whatever the number of classes (5,000 classes once made a 1.6 MB card):
-# at most this many label rows, and per-class scores of at most this many classes (the most frequent on dev).
-CARD_CLASSES = 20
-PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")
-REPORT_FILE = "classification_report.txt"
-
-
 def _labels(model_config: dict, tag: str) -> list[tuple[str, str]]:
     """(id, label) rows for classification heads; [] when there is nothing worth a table."""
     if tag not in ("text-classification", "token-classification"):
@@ -137,41 +131,6 @@ def _labels(model_config: dict, tag: str) -> list[tuple[str, str]]:
     rows = [(str(i), str(label)) for i, label in id2label.items()]
     # JSON keys are strings: sort "10" after "9".
     return sorted(rows, key=lambda r: (len(r[0]), r[0]))
-
-
-def report_supports(path: Path) -> dict[str, int]:
-    """class -> support from sklearn's classification_report.txt ({} when it is missing or not that table)."""
-    supports: dict[str, int] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    for line in lines[2:]:
-        if not line.strip():
-            break  # the per-class rows end at the blank line before accuracy / macro avg
-        parts = line.rsplit(None, 4)
-        if len(parts) == 5 and parts[4].isdigit():
-            supports[parts[0].strip()] = int(parts[4])
-    return supports
-
-
-def bounded_metrics(metrics: dict[str, float], names: list[str], supports: dict[str, int],
-                    limit: int = CARD_CLASSES) -> tuple[dict[str, float], int, int]:
-    """(metrics with per-class scores of at most `limit` classes, classes shown, classes left out): the classes
-    with the most dev examples (classification_report.txt's support) first, else in metrics.json's order."""
-    known = set(names)
-    per_class = {}
-    for key in metrics:
-        prefix = next((p for p in PER_CLASS_PREFIXES if key.startswith(p)), None)
-        if prefix and key[len(prefix):] in known:
-            per_class.setdefault(key[len(prefix):], []).append(key)
-    classes = list(per_class)
-    if supports:
-        classes.sort(key=lambda name: -supports.get(name, -1))  # stable: metrics order among equals
-    kept = set(classes[:limit])
-    dropped = {key for name in classes[limit:] for key in per_class[name]}
-    left_out = max(len(names), len(classes)) - len(kept) if classes else 0
-    return {k: v for k, v in metrics.items() if k not in dropped}, len(kept), left_out
 
 
 def _precision(cfg: dict) -> str | None:
@@ -375,8 +334,6 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     run_metrics = _read_json(model_dir / "metrics.json") if (model_dir / "metrics.json").is_file() else {}
     run_metrics = run_metrics if isinstance(run_metrics, dict) else {}
     labels = _labels(model_config, tag)
-    metrics, classes_shown, classes_left_out = bounded_metrics(
-        read_metrics(model_dir / "metrics.json"), [name for _, name in labels], report_supports(model_dir / REPORT_FILE))
     return {
         "name": (repo_id or model_dir.resolve().name).split("/")[-1],
         "repo_id": repo_id or _PLACEHOLDER_REPO,
@@ -391,9 +348,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "recipe": _lookup(cfg, "recipe", "recipe.name"),
         "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
-        "metrics": metrics,
-        "classes_shown": classes_shown,
-        "classes_left_out": classes_left_out,
+        **card_metrics(model_dir, read_metrics(model_dir / "metrics.json"), [name for _, name in labels]),
         "selection": selection_section(run_metrics),
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),

@@ -6,6 +6,7 @@
     nsp.py         next-sentence pairs
     examples.py    documents and model rows from in-memory lists (read_examples, encode)
     corpus.py      the corpus through `datasets`: read, split, tokenize in workers, cached
+    read_errors.py why a read failed, in one line: a full cache disk, bytes that are not UTF-8 (offset, line)
     blocks.py      group blocks, line windows and NSP pairs read on demand from the cached tokens
     streaming.py   the same rows from a streamed corpus
     vocabulary.py  domain words added to a tokenizer and model; from-scratch WordPiece and config

@@ -11,7 +11,8 @@ import datasets
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.blocks import extend_words
-from bertkit.tasks.mlm.corpus import ROW_BATCH, EncodeRows, corpus_error
+from bertkit.tasks.mlm.corpus import ROW_BATCH, EncodeRows
+from bertkit.tasks.mlm.read_errors import corpus_error
 
 
 def held_by_hash(seed: int, row: int, fraction: float) -> bool:
