@@ -221,34 +221,29 @@ class BertkitEncoder(nn.Module):
         # checkpoint themselves (see BertkitLayer), this says whether it is on for the encoder.
         self.gradient_checkpointing = False
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=False,
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, output_hidden_states=None,
                 unpadding=None):
-        """Hidden states collected for `output_hidden_states` are (B, T, D), re-padded when running unpadded;
-        `output_hidden_states` a set of indices keeps only those (None in the other places, as transformers)."""
-        repad = unpadding.unpack if unpadding is not None else (lambda hidden: hidden)
-        selection = output_hidden_states if isinstance(output_hidden_states, set) else None
-        collect = selection is not None or bool(output_hidden_states)
-        keep = (lambda index: index in selection) if selection is not None else (lambda index: True)
-        all_hidden = [repad(hidden_states) if keep(0) else None] if collect else None
+        """`output_hidden_states`: None, or the indices of the hidden states to return (0: the embeddings), each
+        (B, T, D), re-padded when running unpadded; the others are None, as in transformers."""
+        repad, keep = unpadding.unpack if unpadding is not None else (lambda hidden: hidden), output_hidden_states
+        all_hidden = None if keep is None else [repad(hidden_states) if 0 in keep else None]
         all_attentions = [] if output_attentions else None
         for index, layer in enumerate(self.layer, start=1):  # hidden_states positional: a reentrant checkpoint
             hidden_states, probs = layer(hidden_states, attention_mask, output_attentions=output_attentions,
                                          unpadding=unpadding)  # ... passes gradients through it
-            if collect:
-                all_hidden.append(repad(hidden_states) if keep(index) else None)
+            if keep is not None:
+                all_hidden.append(repad(hidden_states) if index in keep else None)
             if output_attentions:
                 all_attentions.append(probs)
         return hidden_states, _tuple_or_none(all_hidden), _tuple_or_none(all_attentions)
 
 
-def _hidden_state_selection(value, num_layers: int) -> bool | set[int]:
-    """`output_hidden_states` as transformers 5 reads it (utils/output_capturing.py): a flag, or an index / indices
-    into the num_layers + 1 hidden states (0 = the embeddings) that keeps only those; negative indices count from
-    the end, out-of-range ones select nothing, and a falsy value (0, []) asks for none."""
+def _hidden_state_selection(value, num_layers: int) -> set[int] | None:
+    """`output_hidden_states` as transformers 5 reads it (utils/output_capturing.py): a flag, or the index / indices
+    of the num_layers + 1 hidden states to keep (negative: from the end; out of range or falsy: none)."""
     if isinstance(value, bool) or not value:
-        return bool(value)
-    selected = [value] if isinstance(value, int) else list(value)
-    count = num_layers + 1
+        return set(range(num_layers + 1)) if value else None
+    count, selected = num_layers + 1, [value] if isinstance(value, int) else list(value)
     return {index % count for index in selected if -count <= index < count}
 
 
@@ -373,9 +368,8 @@ class BertkitModel(BertkitPreTrainedModel):
         _refuse_decoder_inputs(kwargs)
         options = {  # from the call, else from the config
             "output_attentions": bool(_call_or_config(output_attentions, "output_attentions", self.config)),
-            "output_hidden_states": _hidden_state_selection(  # a flag, or the indices of the hidden states to keep
-                _call_or_config(output_hidden_states, "output_hidden_states", self.config),
-                self.config.num_hidden_layers),
+            "output_hidden_states": _hidden_state_selection(_call_or_config(  # the indices to keep, or None
+                output_hidden_states, "output_hidden_states", self.config), self.config.num_hidden_layers),
         }
         unpadding = self.unpadding(attention_mask, output_attentions=options["output_attentions"], **kwargs)
         if unpadding is None:
