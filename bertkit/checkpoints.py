@@ -404,7 +404,7 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for", "check_implementation",
-           "BERTKIT_MODEL_TYPES", "check_encoder_loaded", "check_encoder_layers", "check_safetensors_only",
-           "check_vocabulary_fits", "weight_names", "pickled_weights_message",
+           "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
+           "check_implementation", "BERTKIT_MODEL_TYPES", "check_encoder_loaded", "check_encoder_layers",
+           "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
            "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]
