@@ -136,9 +136,11 @@ def test_overwrite_removes_only_what_a_run_wrote(finished, tiny_model_dir, senti
     out = copy_of(finished, tmp_path)
     (out / "results.png").write_bytes(b"\x89PNG the user's")
     (out / "notes.md").write_text("mine")
+    (out / "dev_results.json").write_text("{}")  # an evaluation saved beside the model: a run-like name, not a run's
     result = runner.invoke(app, ["run", "classify", *overrides(tiny_model_dir, sentiment, out, "overwrite=true")])
     assert result.exit_code == 0, result.output
     assert (out / "results.png").read_bytes() == b"\x89PNG the user's" and (out / "notes.md").read_text() == "mine"
+    assert (out / "dev_results.json").read_text() == "{}"
     assert rundir.run_state(out) == ("finished", "")
     assert "results.png" not in json.loads((out / rundir.RECORD_FILE).read_text())["files"]
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import BertkitError
-from .files import (FINGERPRINT_FILE, LOCK_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS, USER_NAMED, _read_json,
-                    write_json_atomic)
+from .files import (FINGERPRINT_FILE, LOADING_PATTERNS, LOCK_FILE, LOG_FILE, RECORD_FILE, RUN_FOLDERS, RUN_OUTPUTS,
+                    USER_NAMED, _read_json, write_json_atomic)
 from .fingerprint import check_resume_fingerprint, fingerprint
 from .lock import _RUNS, _key, acquire, release
 from .outputs import check_output_dir_is_a_folder, check_run_inputs
@@ -29,13 +29,13 @@ def old_run_files(run_dir: Path) -> tuple[list[Path], list[Path]]:
     """(files, folders) that earlier bertkit runs wrote in `run_dir`: what overwrite=true removes.
 
     - folders: checkpoint-*, and the trial-* / seed-* folders a killed search or seed band leaves;
-    - files the completion record lists (a finished or mixed run);
-    - files with the names a run (or Trainer) writes (RUN_OUTPUTS: weights, config.json, tokenizer files,
-      trainer_state.json, metrics.json, train.log, ...) — nobody writes those by hand, and this run writes them anyway;
-    - but a name a person may well have written (USER_NAMED: README.md, *.png) only when the record lists it or,
-      without a record (an unfinished run), when it is newer than the run's fingerprint, which the run wrote when
-      its training began: a README.md or picture that was there before is the user's, and stays.
-    Everything else (notes, data, an evaluation saved beside the model, results.png) is the user's."""
+    - with a completion record (a finished or mixed run): the files it lists, the files no record lists (train.log,
+      the fingerprint, temporary files), and model files it does not list (another run's, which made it mixed);
+    - without one (an unfinished or foreign run): files with the names a run (or Trainer) writes (RUN_OUTPUTS:
+      weights, config.json, tokenizer files, trainer_state.json, metrics.json, train.log, ...), but a name a person
+      may well have written (USER_NAMED: README.md, *.png) only when it is newer than the run's fingerprint, which
+      the run wrote when its training began: a README.md or picture that was there before is the user's.
+    Everything else (notes, data, an evaluation saved beside the model, results.png) is the user's, and stays."""
     record = _read_json(run_dir / RECORD_FILE)
     listed = set(record["files"]) if record and isinstance(record.get("files"), dict) else set()
     began = None
@@ -48,10 +48,20 @@ def old_run_files(run_dir: Path) -> tuple[list[Path], list[Path]]:
         if path.is_dir() and (path.name.startswith("checkpoint-") or
                               any(fnmatch.fnmatch(path.name, pattern) for pattern in RUN_FOLDERS)):
             folders.append(path)
-        elif path.is_file() and (path.name in listed or (_matches_output(path.name) and (
-                not _user_named(path.name) or (began is not None and path.stat().st_mtime_ns >= began)))):
+        elif path.is_file() and (_recorded_run_wrote(path, listed) if record is not None else
+                                 _unrecorded_run_wrote(path, began)):
             files.append(path)
     return files, folders
+
+
+def _recorded_run_wrote(path: Path, listed: set[str]) -> bool:
+    return (path.name in listed or path.name in (LOG_FILE, FINGERPRINT_FILE) or path.name.endswith(".tmp")
+            or any(fnmatch.fnmatch(path.name, pattern) for pattern in LOADING_PATTERNS))
+
+
+def _unrecorded_run_wrote(path: Path, began: int | None) -> bool:
+    return _matches_output(path.name) and (not _user_named(path.name) or
+                                           (began is not None and path.stat().st_mtime_ns >= began))
 
 
 def clear_old_run(run_dir: Path) -> tuple[int, int]:
@@ -74,7 +84,13 @@ def users_files_in_the_way(run_dir: Path, replacing: bool) -> list[str]:
         return []
     removed = set(old_run_files(run_dir)[0]) if replacing else set()
     return [p.name for p in sorted(run_dir.iterdir()) if p.is_file() and p not in removed
-            and p.name not in (LOCK_FILE, RECORD_FILE, FINGERPRINT_FILE) and _matches_output(p.name)]
+            and p.name not in (LOCK_FILE, RECORD_FILE, FINGERPRINT_FILE) and _matches_output(p.name)
+            and not any(fnmatch.fnmatch(p.name, pattern) for pattern in NEVER_WRITTEN_OVER)]
+
+
+# RUN_OUTPUTS patterns whose files a run never writes over: Trainer.save_metrics (*_results.json), which bertkit does
+# not call, and temporary files, whose names hold the writer's pid.
+NEVER_WRITTEN_OVER = ("*_results.json", "*.tmp")
 
 
 def _in_the_way(run_dir: Path, names: list[str], overwrite: bool) -> BertkitError:
