@@ -217,23 +217,10 @@ def _yaml(data) -> str:
 # ---------------------------------------------------------------------------------------------------- models
 
 def task_module(model_dir: str) -> ModuleType:
-    """The task module (bertkit/tasks) that predicts / evaluates the fine-tuned model in `model_dir`, by its saved
-    architecture (tasks.TASKS, the one table)."""
-    from . import tasks
-    from .rundir import model_task
+    """The task module that predicts / evaluates the fine-tuned model in `model_dir` (tasks.module_for_model)."""
+    from .tasks import module_for_model
 
-    if not Path(model_dir).is_dir():
-        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
-    if not (Path(model_dir) / "config.json").is_file():
-        raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
-    architecture = model_task(model_dir)
-    task = tasks.task_of_architecture(architecture)
-    if task is None:
-        names = list(dict.fromkeys(known.name for known in tasks.TASKS))
-        raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                           f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
-                           f"{names[-1]}")
-    return tasks.task_module(task.name)
+    return module_for_model(model_dir)
 
 
 PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), auto "

@@ -232,8 +232,8 @@ def runs_table(runs: list[RunInfo], folder: Path, width: int) -> Table:
         name = escape(str(run.path.relative_to(folder)) if run.path != folder else run.path.name)
         where = [escape(run.model), escape(run.data)]
         cells = [name, *where] if wide else ["\n".join([name, *(f"[dim]  {w}[/]" for w in where if w)])]
-        table.add_row(*cells, run.recipe, _metric_text(run), f"[{STATUS_STYLE.get(run.status, '')}]{escape(run.status_text)}[/]",
-                      run.date, _wall(run))
+        status = f"[{STATUS_STYLE.get(run.status, '')}]{escape(run.status_text)}[/]"
+        table.add_row(*cells, run.recipe, _metric_text(run), status, run.date, _wall(run))
     return table
 
 

@@ -24,6 +24,7 @@ ner `"text"`, qa `{"question", "context"}`, choice `{"context", "question", "opt
 # create_app (the request model), and a string annotation could not be resolved there.
 
 import asyncio
+import contextlib
 import math
 import queue
 import threading
@@ -85,23 +86,6 @@ def _items(inputs, where: str = "inputs") -> list:
     return list(inputs) if isinstance(inputs, list) else [inputs]
 
 
-@dataclass
-class TaskEndpoint:
-    """One task behind the server: parse a request's inputs into examples, count their tokens, predict records."""
-
-    name: str
-    predictor: Any
-    parse: Callable[[Any], list]
-    """inputs -> examples (raises InputError)"""
-    chars: Callable[[Any], int]
-    """example -> characters, for max_chars"""
-    tokens: Callable[[list], list[int]]
-    """examples -> tokens each, for the batch budget"""
-    predict: Callable[[list], list[dict]]
-    """examples -> one record each, what `bertkit predict` writes"""
-    info: dict = field(default_factory=dict)
-
-
 def _token_counter(tokenizer, max_length: int):
     def count(firsts: list[str], seconds: list[str] | None = None) -> list[int]:
         encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length) if seconds else \
@@ -110,15 +94,24 @@ def _token_counter(tokenizer, max_length: int):
     return count
 
 
-def classify_endpoint(run_dir: str) -> TaskEndpoint:
-    from .tasks.classify.predict import load_predictor, predict_probabilities
-    from .tasks.classify.scoring import describe_prediction
+class ClassifyEndpoint:
+    """Texts or pairs in; label, score and every probability out (multi-label: the labels over the threshold)."""
 
-    classifier = load_predictor(run_dir)
-    # Whether the model reads pairs is known when its run named the pair column; TEI reads ["a", "b"] as one pair,
-    # and so does bertkit then; otherwise a list of strings is a batch of single texts.
-    takes_pairs = bool(classifier.column_overrides.get("text_pair_column"))
+    name = "classify"
 
+    def __init__(self, run_dir: str):
+        from .tasks.classify.predict import load_predictor
+
+        self.predictor = classifier = load_predictor(run_dir)
+        # Whether the model reads pairs is known when its run named the pair column; TEI reads ["a", "b"] as one
+        # pair, and so does bertkit then; otherwise a list of strings is a batch of single texts.
+        self.takes_pairs = bool(classifier.column_overrides.get("text_pair_column"))
+        self.count = _token_counter(classifier.tokenizer, classifier.max_length)
+        self.info = {"labels": classifier.labels.names, "label_kind": classifier.labels.kind,
+                     "pairs": self.takes_pairs, "max_length": classifier.max_length,
+                     "long_doc": classifier.long_doc.strategy}
+
+    @staticmethod
     def one(value, where: str) -> tuple[str, str | None]:
         if isinstance(value, str):
             return value, None
@@ -133,76 +126,93 @@ def classify_endpoint(run_dir: str) -> TaskEndpoint:
             return texts[0], texts[1] if len(texts) == 2 else None
         raise InputError(f"{where} must be a text, [text], [text, text_pair] or {{\"text\", \"text_pair\"}}")
 
-    def parse(inputs) -> list:
-        if isinstance(inputs, list) and takes_pairs and len(inputs) == 2 and all(isinstance(v, str) for v in inputs):
+    def parse(self, inputs) -> list:
+        if isinstance(inputs, list) and self.takes_pairs and len(inputs) == 2 and \
+                all(isinstance(v, str) for v in inputs):
             inputs = [inputs]  # TEI: ["a", "b"] is one pair
-        examples = [one(value, f"inputs[{i}]") for i, value in enumerate(_items(inputs))]
+        examples = [self.one(value, f"inputs[{i}]") for i, value in enumerate(_items(inputs))]
         if len({pair is None for _, pair in examples}) > 1:
             raise InputError("mixed inputs: give every input as a pair, or none")
         return examples
 
-    count = _token_counter(classifier.tokenizer, classifier.max_length)
+    def chars(self, example) -> int:
+        return len(example[0]) + len(example[1] or "")
 
-    def predict(examples: list) -> list[dict]:
-        records: list[dict | None] = [None] * len(examples)
+    def tokens(self, examples: list) -> list[int]:
+        paired = examples[0][1] is not None
+        return self.count([t for t, _ in examples], [p for _, p in examples] if paired else None)
+
+    def predict(self, examples: list) -> list[dict]:
+        from .tasks.classify.predict import predict_probabilities
+        from .tasks.classify.scoring import describe_prediction
+
+        labels, records = self.predictor.labels, [None] * len(examples)
         for paired in (False, True):  # a batch may join requests of pairs and of single texts
             indices = [i for i, (_, pair) in enumerate(examples) if (pair is not None) == paired]
-            if not indices:
-                continue
-            probs = predict_probabilities(classifier, [examples[i][0] for i in indices],
-                                          [examples[i][1] for i in indices] if paired else None)
-            for i, row in zip(indices, probs):
-                records[i] = describe_prediction(row, classifier.labels, classifier.labels.threshold)
+            if indices:
+                probs = predict_probabilities(self.predictor, [examples[i][0] for i in indices],
+                                              [examples[i][1] for i in indices] if paired else None)
+                for i, row in zip(indices, probs):
+                    records[i] = describe_prediction(row, labels, labels.threshold)
         return records
 
-    return TaskEndpoint(
-        "classify", classifier, parse, lambda e: len(e[0]) + len(e[1] or ""),
-        lambda examples: count([t for t, _ in examples], [p for _, p in examples] if examples[0][1] is not None
-                               else None),
-        predict, {"labels": classifier.labels.names, "label_kind": classifier.labels.kind,
-                  "pairs": takes_pairs, "max_length": classifier.max_length,
-                  "long_doc": classifier.long_doc.strategy})
 
+class NerEndpoint:
+    """Texts in (split into words as the run split them); entity spans with character offsets out."""
 
-def ner_endpoint(run_dir: str) -> TaskEndpoint:
-    from .tasks.ner import Sentence, decode, entities_from_tags, load_predictor, predict_word_probabilities, \
-        split_words
+    name = "ner"
 
-    tagger = load_predictor(run_dir)
+    def __init__(self, run_dir: str):
+        from .tasks.ner import load_predictor
 
-    def parse(inputs) -> list:
+        self.predictor = tagger = load_predictor(run_dir)
+        self.count = _token_counter(tagger.tokenizer, tagger.settings.max_length)
+        self.info = {"entity_types": sorted({label.split("-", 1)[-1] for label in tagger.id2label.values()
+                                             if label != "O"}), "max_length": tagger.settings.max_length}
+
+    def parse(self, inputs) -> list:
+        from .tasks.ner import Sentence, split_words
+
         sentences = []
         for i, value in enumerate(_items(inputs)):
             if isinstance(value, dict) and set(value) == {"text"}:
                 value = value["text"]
             text = _text(value, f"inputs[{i}]")
-            offsets = split_words(text, tagger.settings.split)
+            offsets = split_words(text, self.predictor.settings.split)
             sentences.append(Sentence([text[a:b] for a, b in offsets], None, f"inputs[{i}]", text, offsets))
         return sentences
 
-    count = _token_counter(tagger.tokenizer, tagger.settings.max_length)
+    def chars(self, sentence) -> int:
+        return len(sentence.text)
 
-    def predict(sentences: list) -> list[dict]:
-        probs = predict_word_probabilities(tagger, sentences)
+    def tokens(self, sentences: list) -> list[int]:
+        return self.count([sentence.text for sentence in sentences])
+
+    def predict(self, sentences: list) -> list[dict]:
+        from .tasks.ner import decode, entities_from_tags, predict_word_probabilities
+
         records = []
-        for sentence, word_probs in zip(sentences, probs):
-            tags, scores = decode(word_probs, tagger.id2label)
+        for sentence, word_probs in zip(sentences, predict_word_probabilities(self.predictor, sentences)):
+            tags, scores = decode(word_probs, self.predictor.id2label)
             records.append({"text": sentence.text, "entities": entities_from_tags(sentence, tags, scores)})
         return records
 
-    types = sorted({label.split("-", 1)[-1] for label in tagger.id2label.values() if label != "O"})
-    return TaskEndpoint("ner", tagger, parse, lambda s: len(s.text), lambda s: count([x.text for x in s]),
-                        predict, {"entity_types": types, "max_length": tagger.settings.max_length})
 
+class QAEndpoint:
+    """{question, context} in; the answer span with its offsets and score out (and the null score under v2)."""
 
-def qa_endpoint(run_dir: str) -> TaskEndpoint:
-    from .tasks.qa.postprocess import prediction_record
-    from .tasks.qa.predict import load_predictor, predict_examples
-    from .tasks.qa.read import QAExample
+    name = "qa"
 
-    qa = load_predictor(run_dir)
+    def __init__(self, run_dir: str):
+        from .tasks.qa.predict import load_predictor
 
-    def parse(inputs) -> list:
+        self.predictor = qa = load_predictor(run_dir)
+        self.count = _token_counter(qa.tokenizer, 10**9)  # the context is cut into windows: every token costs
+        self.info = {"max_length": qa.settings.max_length, "doc_stride": qa.settings.doc_stride}
+
+    def parse(self, inputs) -> list:
+        from .tasks.qa.read import QAExample
+
         examples = []
         for i, value in enumerate(_items(inputs)):
             where = f"inputs[{i}]"
@@ -213,23 +223,35 @@ def qa_endpoint(run_dir: str) -> TaskEndpoint:
                                       _text(value["context"], f"{where}.context"), [], where))
         return examples
 
-    count = _token_counter(qa.tokenizer, 10**9)  # the context is cut into windows: every token costs
+    def chars(self, example) -> int:
+        return len(example.question) + len(example.context)
 
-    def predict(examples: list) -> list[dict]:
-        predictions = predict_examples(qa, examples)
-        return [prediction_record(e, p, qa.settings.null_threshold) for e, p in zip(examples, predictions)]
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([e.question for e in examples], [e.context for e in examples])
 
-    return TaskEndpoint("qa", qa, parse, lambda e: len(e.question) + len(e.context),
-                        lambda examples: count([e.question for e in examples], [e.context for e in examples]),
-                        predict, {"max_length": qa.settings.max_length, "doc_stride": qa.settings.doc_stride})
+    def predict(self, examples: list) -> list[dict]:
+        from .tasks.qa.postprocess import prediction_record
+        from .tasks.qa.predict import predict_examples
+
+        predictions = predict_examples(self.predictor, examples)
+        return [prediction_record(e, p, self.predictor.settings.null_threshold) for e, p in zip(examples, predictions)]
 
 
-def choice_endpoint(run_dir: str) -> TaskEndpoint:
-    from .tasks.choice import ChoiceExample, load_predictor, predict_probabilities
+class ChoiceEndpoint:
+    """{context, question, options} in; the chosen option, its score and every option's probability out."""
 
-    chooser = load_predictor(run_dir)
+    name = "choice"
 
-    def parse(inputs) -> list:
+    def __init__(self, run_dir: str):
+        from .tasks.choice import load_predictor
+
+        self.predictor = chooser = load_predictor(run_dir)
+        self.count = _token_counter(chooser.tokenizer, chooser.settings.max_length)
+        self.info = {"max_length": chooser.settings.max_length}
+
+    def parse(self, inputs) -> list:
+        from .tasks.choice import ChoiceExample
+
         examples = []
         for i, value in enumerate(_items(inputs)):
             where = f"inputs[{i}]"
@@ -243,48 +265,59 @@ def choice_endpoint(run_dir: str) -> TaskEndpoint:
                                           None, where))
         return examples
 
-    count = _token_counter(chooser.tokenizer, chooser.settings.max_length)
+    def chars(self, example) -> int:
+        return len(example.context) + len(example.question) + sum(len(o) for o in example.options)
 
-    def tokens(examples: list) -> list[int]:
-        return [sum(count([e.context] * len(e.options), [f"{e.question} {o}" for o in e.options])) for e in examples]
+    def tokens(self, examples: list) -> list[int]:
+        return [sum(self.count([e.context] * len(e.options), [f"{e.question} {o}" for o in e.options]))
+                for e in examples]
 
-    def predict(examples: list) -> list[dict]:
+    def predict(self, examples: list) -> list[dict]:
+        from .tasks.choice import predict_probabilities
+
         records = []
-        for example, row in zip(examples, predict_probabilities(chooser, examples)):
+        for example, row in zip(examples, predict_probabilities(self.predictor, examples)):
             best = int(row.argmax())
             records.append({"question": example.question, "choice": best, "option": example.options[best],
                             "score": round(float(row[best]), 6), "probabilities": [round(float(p), 6) for p in row]})
         return records
 
-    return TaskEndpoint("choice", chooser, parse,
-                        lambda e: len(e.context) + len(e.question) + sum(len(o) for o in e.options), tokens, predict,
-                        {"max_length": chooser.settings.max_length})
 
+class MaskedLMEndpoint:
+    """Texts holding the mask token in; per mask, the likeliest tokens with their probabilities out."""
 
-def mlm_endpoint(run_dir: str) -> TaskEndpoint:
-    from .tasks.mlm.fill_mask import TOP_K, load_predictor
+    name = "mlm"
 
-    predictor = load_predictor(run_dir)
-    mask = predictor.tokenizer.mask_token
+    def __init__(self, run_dir: str):
+        from .tasks.mlm.fill_mask import TOP_K, load_predictor
 
-    def parse(inputs) -> list:
+        self.predictor = predictor = load_predictor(run_dir)
+        self.mask, self.top_k = predictor.tokenizer.mask_token, TOP_K
+        self.count = _token_counter(predictor.tokenizer, predictor.settings.max_length)
+        self.info = {"mask_token": self.mask, "top_k": TOP_K, "max_length": predictor.settings.max_length}
+
+    def parse(self, inputs) -> list:
         texts = [_text(value, f"inputs[{i}]") for i, value in enumerate(_items(inputs))]
         for i, text in enumerate(texts):
-            if mask not in text:
-                raise InputError(f"inputs[{i}] holds no {mask}: nothing to fill")
+            if self.mask not in text:
+                raise InputError(f"inputs[{i}] holds no {self.mask}: nothing to fill")
         return texts
 
-    count = _token_counter(predictor.tokenizer, predictor.settings.max_length)
+    def chars(self, text: str) -> int:
+        return len(text)
 
-    def predict(texts: list) -> list[dict]:
-        return [{"text": text, "masks": masks} for text, masks in zip(texts, predictor.top_tokens(texts, TOP_K))]
+    def tokens(self, texts: list) -> list[int]:
+        return self.count(texts)
 
-    return TaskEndpoint("mlm", predictor, parse, len, count, predict,
-                        {"mask_token": mask, "top_k": TOP_K, "max_length": predictor.settings.max_length})
+    def predict(self, texts: list) -> list[dict]:
+        return [{"text": text, "masks": masks} for text, masks in zip(texts, self.predictor.top_tokens(texts,
+                                                                                                        self.top_k))]
 
 
-ENDPOINTS = {"classify": classify_endpoint, "ner": ner_endpoint, "qa": qa_endpoint, "choice": choice_endpoint,
-             "mlm": mlm_endpoint}
+# Each task's endpoint: `parse(inputs) -> examples` (InputError: 422), `chars(example)` and `tokens(examples)` for
+# the limits and the batch budget, `predict(examples) -> records` (what `bertkit predict` writes), `info`.
+ENDPOINTS = {endpoint.name: endpoint for endpoint in (ClassifyEndpoint, NerEndpoint, QAEndpoint, ChoiceEndpoint,
+                                                      MaskedLMEndpoint)}
 
 
 # ----------------------------------------------------------------------------------------------- batching
@@ -308,12 +341,15 @@ class Pending:
         self.loop.call_soon_threadsafe(settle)
 
 
+STOP = object()  # queued by Batcher.stop: the model thread ends when it reaches it
+
+
 class Batcher:
     """The model thread: requests in, batches of them through the task's predictor, answers out in order."""
 
-    def __init__(self, endpoint: TaskEndpoint, limits: Limits, stats: "Stats", run_in: Callable = None):
+    def __init__(self, endpoint, limits: Limits, stats: "Stats", run_in: Callable = contextlib.nullcontext):
         self.endpoint, self.limits, self.stats = endpoint, limits, stats
-        self.queue: queue.Queue[Pending | None] = queue.Queue()
+        self.queue: queue.Queue = queue.Queue()  # Pending requests, then STOP
         self.waiting_inputs = 0  # inputs queued and not yet taken by the model thread
         self.lock = threading.Lock()
         self.run_in = run_in  # a context the model runs under (the precision's autocast): entered in the thread
@@ -337,7 +373,7 @@ class Batcher:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Finish what is queued, then end the thread."""
-        self.queue.put(None)
+        self.queue.put(STOP)
         self.thread.join(timeout)
 
     def _take(self, pending: Pending) -> None:
@@ -345,47 +381,31 @@ class Batcher:
             self.waiting_inputs -= len(pending.examples)
         self.stats.queue_depth.set(self.waiting_inputs)
 
-    def _collect(self, first: Pending) -> tuple[list[Pending], bool]:
+    def _collect(self, first: Pending) -> tuple[list[Pending], object]:
         """The first request and those that join it within max_wait_ms, in arrival order, up to the token budget
-        (a request is never split: a large one runs alone). Returns (batch, stop seen)."""
+        (a request is never split: a large one runs alone). Returns (batch, what starts the next one: a request
+        that did not fit, STOP, or None)."""
         batch, budget = [first], sum(first.tokens)
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while budget < self.limits.max_batch_tokens:
             try:
-                nxt = self.queue.get(timeout=max(deadline - time.perf_counter(), 0)) \
-                    if self.limits.max_wait_ms else self.queue.get_nowait()
+                following = self.queue.get(timeout=max(deadline - time.perf_counter(), 0))
             except queue.Empty:
-                break
-            if nxt is None:
-                return batch, True
-            if budget + sum(nxt.tokens) > self.limits.max_batch_tokens:
-                self._carry = nxt  # starts the next batch
-                break
-            batch.append(nxt)
-            budget += sum(nxt.tokens)
-        return batch, False
+                return batch, None
+            if following is STOP or budget + sum(following.tokens) > self.limits.max_batch_tokens:
+                return batch, following
+            batch.append(following)
+            budget += sum(following.tokens)
+        return batch, None
 
     def _run(self) -> None:
-        import contextlib
-
-        self._carry = None
-        with self.run_in() if self.run_in else contextlib.nullcontext():
-            stopping = False
+        with self.run_in():
+            following = None
             while True:
-                first, self._carry = self._carry, None
-                if first is None:
-                    if stopping:
-                        try:
-                            first = self.queue.get_nowait()
-                        except queue.Empty:
-                            return
-                    else:
-                        first = self.queue.get()
-                if first is None:
-                    stopping = True
-                    continue
-                batch, stop_seen = self._collect(first)
-                stopping = stopping or stop_seen
+                first = following or self.queue.get()
+                if first is STOP:  # stop() queued it after every request it had accepted: all are answered
+                    return
+                batch, following = self._collect(first)
                 for pending in batch:
                     self._take(pending)
                 self._run_batch([p for p in batch if not p.dropped and not p.future.done()])
@@ -462,120 +482,149 @@ def require_serve() -> None:
                                f"({name} is not installed) — {SERVE_HINT}") from None
 
 
-def load_endpoint(run_dir: str) -> TaskEndpoint:
+def load_endpoint(run_dir: str):
     """The task endpoint of a run directory (or export), chosen by its saved architecture as predict chooses; an
     unfinished or mixed run is refused as predict refuses it."""
-    from .cli import task_module
+    from .tasks import module_for_model
 
-    module = task_module(run_dir)
-    return ENDPOINTS[module.__name__.rsplit(".", 1)[-1]](run_dir)
+    return ENDPOINTS[module_for_model(run_dir).__name__.rsplit(".", 1)[-1]](run_dir)
 
 
-def create_app(run_dir: str, precision: str = "fp32", limits: Limits | None = None):
-    """The FastAPI app serving `run_dir`. The model is loaded here (errors surface before the server listens), under
-    `precision` (int8 quantizes as it loads), and runs in one thread under that precision's autocast."""
-    require_serve()
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, ConfigDict
+class Server:
+    """What the routes do, apart from FastAPI: the endpoint, the batcher, the limits and the metrics."""
 
-    from . import __version__
-    from .inference import inference_precision
+    def __init__(self, run_dir: str, precision: str, limits: Limits):
+        from . import __version__
+        from .inference import inference_precision
 
-    limits = limits or Limits()
-    limits.check()
-    with inference_precision(precision):
-        endpoint = load_endpoint(run_dir)
-    stats = Stats()
-    batcher = Batcher(endpoint, limits, stats, run_in=lambda: inference_precision(precision))
-    model = endpoint.predictor.model if hasattr(endpoint.predictor, "model") else None
-    info = {"model": str(Path(run_dir).resolve()), "task": endpoint.name, "precision": precision,
-            "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
-            "limits": asdict(limits), **endpoint.info}
+        limits.check()
+        with inference_precision(precision):  # int8 quantizes as the model loads
+            self.endpoint = load_endpoint(run_dir)
+        self.limits, self.stats = limits, Stats()
+        self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
+        model = getattr(self.endpoint.predictor, "model", None)
+        self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name, "precision": precision,
+                     "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
+                     "limits": asdict(limits), **self.endpoint.info}
 
-    class PredictRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        inputs: Any
-        truncate: bool = True  # TEI's field: bertkit always truncates (or windows) as the model was trained
+    def error(self, status: int, message: str, headers: dict | None = None):
+        from fastapi.responses import JSONResponse
 
-    async def lifespan(app):
-        batcher.start()
-        yield
-        await asyncio.get_running_loop().run_in_executor(None, batcher.stop)
-
-    app = FastAPI(title=f"bertkit serve {Path(run_dir).name}", version=__version__, lifespan=lifespan)
-    app.state.batcher, app.state.stats, app.state.limits = batcher, stats, limits
-
-    def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-        stats.requests.labels(str(status)).inc()
+        self.stats.requests.labels(str(status)).inc()
         return JSONResponse({"error": message, "status": status}, status_code=status, headers=headers)
+
+    def check(self, examples: list):
+        """The 4xx answer for inputs over a limit, or None."""
+        if not examples:
+            return self.error(422, "inputs is empty: give at least one input")
+        if len(examples) > self.limits.max_inputs:
+            return self.error(413, f"{len(examples)} inputs in one request; the limit is {self.limits.max_inputs} "
+                                   "(--max-inputs): split the request")
+        for i, example in enumerate(examples):
+            if self.endpoint.chars(example) > self.limits.max_chars:
+                return self.error(413, f"inputs[{i}] has {self.endpoint.chars(example):,} characters; the limit is "
+                                       f"{self.limits.max_chars:,} (--max-chars)")
+        return None
+
+    async def predict(self, inputs, request):
+        started = time.perf_counter()
+        try:
+            examples = self.endpoint.parse(inputs)
+        except InputError as problem:
+            return self.error(422, str(problem))
+        refusal = self.check(examples)
+        if refusal is not None:
+            return refusal
+        loop = asyncio.get_running_loop()
+        pending = Pending(examples, self.endpoint.tokens(examples), loop.create_future(), loop)
+        if not self.batcher.submit(pending):
+            return self.error(503, f"the queue is full ({self.limits.max_queue} inputs waiting): retry shortly",
+                              {"Retry-After": "1"})
+        answer = await self.wait(pending, request, started + self.limits.timeout_s)
+        if answer is not None:
+            return answer
+        try:
+            records = pending.future.result()
+        except Exception as problem:  # noqa: BLE001 - the model raised on this request alone
+            return self.error(500, f"prediction failed: {type(problem).__name__}: {str(problem).splitlines()[0]}")
+        self.stats.requests.labels("200").inc()
+        self.stats.latency.observe(time.perf_counter() - started)
+        return _clean(records)
+
+    async def wait(self, pending: Pending, request, deadline: float):
+        """Wait for the answer, waking now and then: a request past its deadline (504) or whose client left is
+        dropped before it costs model time. None once answered."""
+        from fastapi.responses import Response
+
+        while not pending.future.done():
+            await asyncio.wait([pending.future], timeout=min(0.25, max(deadline - time.perf_counter(), 0)))
+            if pending.future.done():
+                return None
+            if time.perf_counter() >= deadline:
+                pending.dropped = True
+                return self.error(504, f"no answer within {self.limits.timeout_s:g} s (--timeout): the server is "
+                                       "overloaded; retry later or send fewer inputs")
+            if await request.is_disconnected():
+                pending.dropped = True
+                self.stats.requests.labels("499").inc()
+                return Response(status_code=499)
+        return None
+
+
+def answer_errors_as_json(app, server: Server) -> None:
+    """A body that is not the request shape is 422 naming what is wrong; anything unexpected is 500 with one line
+    (uvicorn logs the traceback) and the server goes on."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                              for e in exc.errors()[:5])
-        return error(422, f"invalid request body — {problems}; send {{\"inputs\": ...}}")
+        return server.error(422, f"invalid request body — {problems}; send {{\"inputs\": ...}}")
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):
-        return error(500, f"unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        first = (str(exc).splitlines() or [""])[0]
+        return server.error(500, f"unexpected {type(exc).__name__}: {first}")
+
+
+def create_app(run_dir: str, precision: str = "fp32", limits: Limits | None = None):
+    """The FastAPI app serving `run_dir`. The model is loaded here (errors surface before the server listens), under
+    `precision`, and runs in one thread under that precision's autocast."""
+    require_serve()
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, Response
+    from pydantic import BaseModel, ConfigDict
+
+    server = Server(run_dir, precision, limits or Limits())
+
+    class PredictRequest(BaseModel):  # TEI's shape; `truncate` is accepted: bertkit cuts texts as it trained
+        model_config = ConfigDict(extra="forbid")
+        inputs: Any
+        truncate: bool = True
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        server.batcher.start()
+        yield
+        await asyncio.get_running_loop().run_in_executor(None, server.batcher.stop)  # finish what is queued
+
+    app = FastAPI(title=f"bertkit serve {Path(run_dir).name}", version=server.info["bertkit"], lifespan=lifespan)
+    app.state.server, app.state.batcher = server, server.batcher
+    answer_errors_as_json(app, server)
 
     @app.get("/health")
     async def health():
-        if not batcher.alive():
-            return JSONResponse({"status": "model thread stopped"}, status_code=503)
-        return {"status": "ok"}
+        alive = server.batcher.alive()
+        return JSONResponse({"status": "ok" if alive else "model thread stopped"}, status_code=200 if alive else 503)
 
-    @app.get("/info")
-    async def get_info():
-        return info
-
-    @app.get("/metrics")
-    async def metrics():
-        return Response(stats.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    app.get("/info")(lambda: server.info)
+    app.get("/metrics")(lambda: Response(server.stats.text(), media_type="text/plain; version=0.0.4; charset=utf-8"))
 
     @app.post("/predict")
     async def predict(body: PredictRequest, request: Request):
-        started = time.perf_counter()
-        try:
-            examples = endpoint.parse(body.inputs)
-        except InputError as problem:
-            return error(422, str(problem))
-        if not examples:
-            return error(422, "inputs is empty: give at least one input")
-        if len(examples) > limits.max_inputs:
-            return error(413, f"{len(examples)} inputs in one request; the limit is {limits.max_inputs} "
-                              "(--max-inputs): split the request")
-        for i, example in enumerate(examples):
-            if endpoint.chars(example) > limits.max_chars:
-                return error(413, f"inputs[{i}] has {endpoint.chars(example):,} characters; the limit is "
-                                  f"{limits.max_chars:,} (--max-chars)")
-        loop = asyncio.get_running_loop()
-        pending = Pending(examples, endpoint.tokens(examples), loop.create_future(), loop)
-        if not batcher.submit(pending):
-            return error(503, f"the queue is full ({limits.max_queue} inputs waiting): retry shortly",
-                         {"Retry-After": "1"})
-        deadline = started + limits.timeout_s
-        while not pending.future.done():  # wake now and then: a client that left costs nothing more
-            await asyncio.wait([pending.future], timeout=min(0.25, max(deadline - time.perf_counter(), 0)))
-            if pending.future.done():
-                break
-            if time.perf_counter() >= deadline:
-                pending.dropped = True
-                return error(504, f"no answer within {limits.timeout_s:g} s (--timeout): the server is overloaded; "
-                                  "retry later or send fewer inputs")
-            if await request.is_disconnected():
-                pending.dropped = True
-                stats.requests.labels("499").inc()
-                return Response(status_code=499)
-        try:
-            records = pending.future.result()
-        except Exception as problem:  # noqa: BLE001 - the model raised on this request alone
-            return error(500, f"prediction failed: {type(problem).__name__}: {str(problem).splitlines()[0]}")
-        stats.requests.labels("200").inc()
-        stats.latency.observe(time.perf_counter() - started)
-        return _clean(records)
+        return await server.predict(body.inputs, request)
 
     return app
 
@@ -601,5 +650,5 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
 
 
-__all__ = ["Limits", "InputError", "TaskEndpoint", "ENDPOINTS", "Batcher", "Stats", "create_app", "load_endpoint",
+__all__ = ["Limits", "InputError", "ENDPOINTS", "Batcher", "Stats", "Server", "create_app", "load_endpoint",
            "serve", "require_serve"]

@@ -97,8 +97,8 @@ def test_evaluate_refuses_to_write_over_its_input(finished, sentiment, tmp_path,
 # ------------------------------------------------------------------------------------ 3: a run directory
 
 
-@pytest.mark.parametrize("name", ["config.json", "metrics.json", "notes.jsonl"])
-def test_predict_and_evaluate_never_write_into_a_run_directory(finished, sentiment, tmp_path, name):
+@pytest.mark.parametrize("name", ["config.json", "metrics.json", "README.md", "checkpoint-2/preds.jsonl"])
+def test_predict_and_evaluate_never_write_a_file_of_a_run_directory(finished, sentiment, tmp_path, name):
     run = copy_of(finished, tmp_path)
     other = copy_of(finished, tmp_path, "other")  # any bertkit run directory, not only the model being read
     before, other_before = digests(run), digests(other)
@@ -106,10 +106,25 @@ def test_predict_and_evaluate_never_write_into_a_run_directory(finished, sentime
         for target in (run, other):
             output = str(target / name)
             message = one_line_error(runner.invoke(app, [command, str(run), sentiment["dev"], "-o", output]))
-            assert f"-o {output} is inside the run directory {target}" in message, message
-            assert "choose an output outside it" in message, message
+            assert f"-o {output} is a file of the run directory {target}" in message, message
+            assert "choose a new name or an output outside it" in message, message
     assert digests(run) == before and digests(other) == other_before
     assert rundir.run_state(run) == ("finished", "")
+
+
+def test_a_new_file_beside_the_model_is_fine_and_the_run_stays_finished(finished, sentiment, tmp_path):
+    """`make demo` writes runs/en_sentiment/dev_predictions.jsonl: a name no run writes changes nothing the record
+    vouches for, so it is written (and written again), and the run still loads."""
+    run = copy_of(finished, tmp_path)
+    before = digests(run)
+    for _ in range(2):
+        result = runner.invoke(app, ["predict", str(run), sentiment["dev"], "-o", str(run / "dev_predictions.jsonl")])
+        assert result.exit_code == 0, result.output
+    assert (run / "dev_predictions.jsonl").read_text().count("\n") > 0
+    assert {k: v for k, v in digests(run).items() if k != "dev_predictions.jsonl"} == before
+    assert rundir.run_state(run) == ("finished", "")
+    result = runner.invoke(app, ["evaluate", str(run), sentiment["dev"], "-o", str(run / "dev_metrics.json")])
+    assert result.exit_code == 0, result.output
 
 
 # ------------------------------------------------------------------------------------ 4, 5: the user's files

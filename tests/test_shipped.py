@@ -132,7 +132,8 @@ def test_only_shipped_inputs_are_rebased_never_what_a_run_made_under_the_checkou
         (root / name).write_text("{}")
     monkeypatch.setattr(shipped, "ROOT", root)
     data = {"output_dir": "runs/en_sentiment", "teacher": "runs/en_sentiment",
-            "data": {"train": "data/en_sentiment/train.csv"}, "train": {"deepspeed": "recipes/configs/accelerate/ds.json"}}
+            "data": {"train": "data/en_sentiment/train.csv"},
+            "train": {"deepspeed": "recipes/configs/accelerate/ds.json"}}
     rebased = rebase_shipped_paths(data)
     assert rebased["output_dir"] == "runs/en_sentiment" and rebased["teacher"] == "runs/en_sentiment"
     assert rebased["data"]["train"] == str(root / "data/en_sentiment/train.csv")

@@ -1,4 +1,4 @@
-"""The library's shape, checked: every task exposes the same interface, modules stay small, and the import graph
+"""The library's shape, checked: every task exposes the same interface, functions stay short, and the import graph
 points one way only (model at the bottom, tasks above it, the Trainer wiring above tasks, the CLI on top)."""
 
 import ast
@@ -25,11 +25,12 @@ LAYERS = {
     "bertkit.tasks": 3,
     "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
     "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
-    "bertkit.diagnose": 4,
+    "bertkit.diagnose": 4, "bertkit.serve": 4,
     "bertkit.cli": 5, "bertkit.__main__": 5,
 }
 LAYER_NAMES = ["base", "model", "data/run-dir/console", "tasks", "Trainer wiring", "CLI"]
-MAX_LINES, MODEL_MAX_LINES, MAX_FUNCTION_LINES = 420, 700, 40
+# No cap on a module's length: a module holds one idea whole (DESIGN.md §2); functions stay short enough to read.
+MAX_FUNCTION_LINES = 40
 
 
 def module_name(path: Path) -> str:
@@ -73,10 +74,8 @@ def test_imports_point_down(path):
 
 
 @pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_files_and_functions_stay_small(path):
+def test_functions_stay_small(path):
     source = path.read_text()
-    limit = MODEL_MAX_LINES if path.name == "modeling_bert.py" else MAX_LINES
-    assert source.count("\n") <= limit, f"{path.name} has {source.count(chr(10))} lines (at most {limit})"
     long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(source))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]

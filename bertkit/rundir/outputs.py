@@ -1,8 +1,10 @@
 """What a command may write where, and how it writes: the one place that decides.
 
 - `check_output_path(output, inputs=..., model_dirs=...)`: a file that predict / evaluate / export write is never one
-  of the command's inputs, never inside the model directory it reads nor inside any bertkit run directory (a folder
-  holding bertkit_run.json, bertkit_config.yaml or bertkit_fingerprint.json), and never a folder. Paths are compared
+  of the command's inputs, never a file of the model directory it reads nor of any bertkit run directory (a folder
+  holding bertkit_run.json, bertkit_config.yaml or bertkit_fingerprint.json: what its record lists, the names a run
+  writes, its checkpoints; a new file beside the model is fine), and never a folder. An export folder never goes
+  inside a run directory. Paths are compared
   resolved (`./x`, absolute, symlinks, `..`) and, when both exist, as the same file (hard links).
 - `check_run_inputs(output_dir, config)`: a run's output_dir is never the model, teacher or data file it reads (nor
   holds one where the run writes), with or without overwrite=true — the hint never suggests overwrite=true there.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from ..errors import BertkitError
 from .disk import is_disk_full
-from .files import FINGERPRINT_FILE, RECORD_FILE, RUN_CONFIG_FILE, RUN_FOLDERS
+from .files import FINGERPRINT_FILE, RECORD_FILE, RUN_CONFIG_FILE, RUN_FOLDERS, _read_json
 
 RUN_MARKERS = (RECORD_FILE, RUN_CONFIG_FILE, FINGERPRINT_FILE)  # a folder holding one is a bertkit run directory
 # Config keys whose values are never inputs: where the run writes, how far it goes, and caches it fills.
@@ -77,19 +79,22 @@ def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = 
             raise BertkitError(f"{flag} {output} is the input file — {what} would replace it; choose another output "
                                f"(e.g. {flag} {_suggest(str(output), [given], [], what)})")
     target = _resolved(output)
-    for model_dir in model_dirs:
-        if target == _resolved(model_dir) or _resolved(model_dir) in target.parents:
-            kind = "run" if run_directory_of(model_dir) == _resolved(model_dir) else "model"
-            raise BertkitError(f"{flag} {output} is inside the {kind} directory {model_dir} that this command reads "
-                               f"— writing there would change the {kind}'s files; choose an output outside it (e.g. "
-                               f"{flag} {_suggest(str(output), [], [model_dir], what)})")
     folder_output = what == "the export"  # a folder that may exist (empty): only the folders above it matter
+    for model_dir in model_dirs:
+        folder = _resolved(model_dir)
+        if (target == folder or folder in target.parents) and (folder_output or _belongs_to_model(folder, target)):
+            kind = "run" if run_directory_of(model_dir) == folder else "model"
+            where, rename = ("inside", "") if folder_output else ("a file of", "a new name or ")
+            raise BertkitError(f"{flag} {output} is {where} the {kind} directory {model_dir} that this command reads "
+                               f"— writing it would change the {kind}; choose {rename}an output outside it (e.g. "
+                               f"{flag} {_suggest(str(output), [], [model_dir], what)})")
     run_dir = run_directory_of(target.parent) or (run_directory_of(target) if target.is_dir() and not folder_output
                                                   else None)
-    if run_dir is not None:
+    if run_dir is not None and (folder_output or _belongs_to_model(run_dir, target)):
         shown = next((m for m in model_dirs if _resolved(m) == run_dir), None) or _shown_like(output, run_dir)
-        raise BertkitError(f"{flag} {output} is inside the run directory {shown} — writing there would change the "
-                           f"run's files; choose an output outside it (e.g. {flag} "
+        where = "inside" if folder_output else "a file of"
+        raise BertkitError(f"{flag} {output} is {where} the run directory {shown} — writing it would change the "
+                           f"run; choose {'' if folder_output else 'a new name or '}an output outside it (e.g. {flag} "
                            f"{_suggest(str(output), [], [shown], what)})")
     if target.is_dir() and not folder_output:
         raise BertkitError(f"{flag} {output} is a folder — give a file name (e.g. {flag} "
@@ -99,6 +104,26 @@ def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = 
             raise BertkitError(f"{flag} {output}: {folder} is a file, not a folder — choose another output")
     # a symlink is written through (its target replaced), as open("w") did: os.replace would replace the link
     return target if Path(output).expanduser().is_symlink() else Path(output).expanduser()
+
+
+def _belongs_to_model(folder: Path, target: Path) -> bool:
+    """Whether writing `target` inside the model or run directory `folder` would change what it is: the folder
+    itself, a file its completion record lists, a name a run writes (config.json, metrics.json, weights, README.md,
+    ...) or one that changes how it loads, anything in its checkpoints, or (a model bertkit did not write) any file
+    already there. A new file of the user's beside the model (`-o RUN/dev_predictions.jsonl`) changes none of it: the
+    record leaves such files out."""
+    from .record import _loads_model
+
+    if target == folder:
+        return True
+    top = target.relative_to(folder).parts[0]
+    if target.parent != folder:
+        return _run_writes(top)  # inside checkpoint-* / trial-* / seed-*; another subfolder is the user's
+    record = _read_json(folder / RECORD_FILE) or {}
+    recorded = record.get("files") if isinstance(record.get("files"), dict) else {}
+    is_run = any((folder / marker).exists() for marker in RUN_MARKERS)
+    return (top in recorded or _run_writes(top) or _loads_model(top) or top in RUN_MARKERS
+            or (not is_run and target.exists()))
 
 
 def _shown_like(output: str | Path, run_dir: Path) -> str:

@@ -62,6 +62,28 @@ def task_module(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
+def module_for_model(model_dir: str) -> ModuleType:
+    """The task module that predicts / evaluates (and serves) the fine-tuned model in `model_dir`, by its saved
+    architecture (TASKS, the one table); a directory that holds no fine-tuned head is one line saying what to give."""
+    from pathlib import Path
+
+    from bertkit.errors import BertkitError
+    from bertkit.rundir import model_task
+
+    if not Path(model_dir).is_dir():
+        raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
+    if not (Path(model_dir) / "config.json").is_file():
+        raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
+    architecture = model_task(model_dir)
+    task = task_of_architecture(architecture)
+    if task is None:
+        names = list(dict.fromkeys(known.name for known in TASKS))
+        raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
+                           f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
+                           f"{names[-1]}")
+    return task_module(task.name)
+
+
 def settings_dict(settings: Any) -> dict:
     """A task's Settings as the plain dict saved under SETTINGS_KEY in config.json."""
     return dataclasses.asdict(settings)
@@ -83,4 +105,4 @@ def read_settings(settings_cls: type, model_config: Any, source: str, legacy: di
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "settings_dict", "read_settings"]
+           "task_module", "module_for_model", "settings_dict", "read_settings"]

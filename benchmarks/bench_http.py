@@ -1,0 +1,272 @@
+"""HTTP serving under load: `bertkit serve` against the servers a user would write (benchmarks/http_anchors.py: a
+FastAPI app around `transformers.pipeline`, and the same around ONNX Runtime's int8 export), same MiniLM classifier.
+
+A bounded local load generator (asyncio + httpx, loopback only): at each concurrency level, that many clients each
+send one request at a time (one text per request, drawn in turn from the texts) for `--seconds`, and the run
+reports requests/s, p50 / p95 / p99 latency and errors, with requests/s and p99 as ratios to the pipeline server at
+the same level. Each server runs alone in its own process (started, warmed up, measured, stopped); with `--repeats R`
+the whole cycle runs R times, interleaved (A, B, C, A, B, C), and each cell prints min / median / max.
+
+`--soak S`: S seconds of `bertkit serve` at concurrency 64 with one request in ten bad (malformed JSON, too many
+inputs, an unknown field), reporting errors on the good ones, the server's RSS at start and end, and /health after.
+
+    python benchmarks/bench_http.py [--seconds 20] [--concurrency 1,8,64] [--repeats 1] [--texts FILE.tsv]
+    python benchmarks/bench_http.py --variants bertkit --soak 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import csv
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import httpx  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BIN = Path(sys.executable).parent
+VARIANTS = ("bertkit", "pipeline", "onnx-int8")
+
+
+# ------------------------------------------------------------------------------------------------------------ setup
+
+
+def read_texts(path: str | None) -> list[str]:
+    """The texts requests carry: a csv / tsv file's text column (sentence, text or the first), else the sample
+    sentiment data."""
+    paths = [Path(path)] if path else [ROOT / "data/en_sentiment/train.csv", ROOT / "data/en_sentiment/dev.csv"]
+    texts = []
+    for file in paths:
+        with open(file, newline="", encoding="utf-8") as handle:
+            rows = csv.DictReader(handle, delimiter="\t" if file.suffix == ".tsv" else ",")
+            column = next((c for c in ("sentence", "text") if c in rows.fieldnames), rows.fieldnames[0])
+            texts += [row[column] for row in rows if row[column]]
+    return texts
+
+
+def build_models(workdir: Path, need_onnx: bool) -> tuple[str, str | None]:
+    """MiniLM with a 2-label head as a fine-tuned classifier directory (the head's values do not change the speed),
+    and its `bertkit export --quantize int8` folder."""
+    import torch
+    import transformers
+
+    from bertkit.checkpoints import embedded_model_path
+
+    model_dir = workdir / "minilm-classifier"
+    if not (model_dir / "config.json").exists():
+        torch.manual_seed(0)
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            embedded_model_path(), num_labels=2, id2label={0: "negative", 1: "positive"},
+            label2id={"negative": 0, "positive": 1})
+        model.save_pretrained(model_dir)
+        transformers.AutoTokenizer.from_pretrained(embedded_model_path()).save_pretrained(model_dir)
+    export_dir = workdir / "minilm-classifier-onnx"
+    if need_onnx and not (export_dir / "onnx_export.json").exists():
+        subprocess.run([str(BIN / "bertkit"), "export", str(model_dir), "--quantize", "int8", "-o", str(export_dir)],
+                       check=True)
+    return str(model_dir), str(export_dir) if need_onnx else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(variant: str, model_dir: str, export_dir: str | None):
+    """One server process on a free loopback port, up and warmed; stopped (SIGTERM, then kill) on exit."""
+    port = free_port()
+    if variant == "bertkit":
+        command = [str(BIN / "bertkit"), "serve", model_dir, "--port", str(port)]
+    else:
+        kind, target = ("pipeline", model_dir) if variant == "pipeline" else ("onnx", export_dir)
+        command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
+    log = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"{variant} server exited: {log.read()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{variant} server did not come up in 180 s")
+            time.sleep(0.3)
+        for _ in range(10):  # warm-up
+            httpx.post(f"{url}/predict", json={"inputs": "a warm-up sentence"}, timeout=60)
+        yield url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# ------------------------------------------------------------------------------------------------------------- load
+
+
+BAD_BODIES = (b'{"inputs": "unclosed', json.dumps({"inputs": ["x"] * 500}).encode(),
+              b'{"inputs": "fine", "unknown_field": 1}')
+
+
+async def load(url: str, texts: list[str], concurrency: int, seconds: float, bad_every: int = 0) -> dict:
+    """`concurrency` clients, one request at a time each, for `seconds`. Latencies of the good requests; errors are
+    good requests that did not get 200 (bad ones are counted apart: they must get a 4xx)."""
+    latencies, errors, bad_answers, statuses = [], 0, 0, {}
+    counter = iter(range(10**12))
+    stop = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        nonlocal errors, bad_answers
+        while time.perf_counter() < stop:
+            n = next(counter)
+            bad = bad_every and n % bad_every == bad_every - 1
+            started = time.perf_counter()
+            try:
+                if bad:
+                    response = await client.post(f"{url}/predict", content=BAD_BODIES[n % len(BAD_BODIES)],
+                                                 headers={"content-type": "application/json"})
+                else:
+                    response = await client.post(f"{url}/predict", json={"inputs": texts[n % len(texts)]})
+                status = response.status_code
+            except httpx.HTTPError as error:
+                status = type(error).__name__
+            statuses[status] = statuses.get(status, 0) + 1
+            if bad:
+                bad_answers += not (isinstance(status, int) and 400 <= status < 500)
+            elif status == 200:
+                latencies.append(time.perf_counter() - started)
+            else:
+                errors += 1
+
+    began = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(concurrency)))
+    elapsed = time.perf_counter() - began
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(int(q * len(latencies)), len(latencies) - 1)] * 1000 if latencies else float("nan")
+
+    return {"rps": len(latencies) / elapsed, "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+            "errors": errors, "bad_not_4xx": bad_answers, "requests": sum(statuses.values()), "statuses": statuses}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ---------------------------------------------------------------------------------------------------------- report
+
+
+def spread(values: list[float], fmt: str = "{:,.1f}") -> str:
+    values = sorted(values)
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return " / ".join(fmt.format(v) for v in (values[0], statistics.median(values), values[-1]))
+
+
+def print_table(results: dict, variants: list[str], levels: list[int]) -> None:
+    print("\nrequests/s, latency in ms (min / median / max over repeats); ratios to the pipeline server at the same "
+          "concurrency, per repeat")
+    print(f"{'server':<11} {'conc':>4}  {'req/s':>22}  {'p50':>20}  {'p95':>20}  {'p99':>20}  {'errors':>6}  "
+          f"{'x req/s':>18}  {'p99 ratio':>18}")
+    for variant in variants:
+        for level in levels:
+            runs = results[variant][level]
+            ref = results.get("pipeline", {}).get(level)
+            ratio = p99_ratio = "-"
+            if ref and variant != "pipeline":
+                ratio = spread([r["rps"] / b["rps"] for r, b in zip(runs, ref)], "{:.2f}x")
+                p99_ratio = spread([r["p99"] / b["p99"] for r, b in zip(runs, ref)], "{:.2f}")
+            print(f"{variant:<11} {level:>4}  {spread([r['rps'] for r in runs]):>22}  "
+                  f"{spread([r['p50'] for r in runs]):>20}  {spread([r['p95'] for r in runs]):>20}  "
+                  f"{spread([r['p99'] for r in runs]):>20}  {sum(r['errors'] for r in runs):>6}  {ratio:>18}  "
+                  f"{p99_ratio:>18}")
+
+
+def machine_line() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "?")
+    flags = Path("/proc/cpuinfo").read_text()
+    extras = [f for f in ("avx512_bf16", "amx_bf16", "avx512_vnni", "avx2") if f in flags]
+    return f"{model}, {os.cpu_count()} cores, {' '.join(extras)}; load average {os.getloadavg()[0]:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--concurrency", default="1,8,64")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--texts", default=None, help="csv / tsv with the request texts (default: the sample data)")
+    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "bench_http"))
+    parser.add_argument("--soak", type=float, default=0, help="seconds of the soak (bertkit only); 0: none")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants {sorted(unknown)}: use {', '.join(VARIANTS)}")
+    levels = [int(c) for c in args.concurrency.split(",")]
+    texts = read_texts(args.texts)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_dir, export_dir = build_models(workdir, "onnx-int8" in variants)
+    print(machine_line())
+    print(f"{len(texts)} texts; {args.seconds:g} s per level; concurrency {levels}; repeats {args.repeats}")
+
+    results = {variant: {level: [] for level in levels} for variant in variants}
+    for repeat in range(args.repeats if levels else 0):
+        for variant in variants:
+            with server(variant, model_dir, export_dir) as (url, _):
+                for level in levels:
+                    result = asyncio.run(load(url, texts, level, args.seconds))
+                    results[variant][level].append(result)
+                    print(f"  repeat {repeat + 1} {variant:<10} c={level:<3} {result['rps']:8.1f} req/s  p50 "
+                          f"{result['p50']:7.1f}  p99 {result['p99']:7.1f} ms  errors {result['errors']}", flush=True)
+    if levels:
+        print_table(results, variants, levels)
+
+    soak = None
+    if args.soak:
+        with server("bertkit", model_dir, export_dir) as (url, process):
+            start_rss = rss_mb(process.pid)
+            result = asyncio.run(load(url, texts, 64, args.soak, bad_every=10))
+            end_rss = rss_mb(process.pid)
+            health = httpx.get(f"{url}/health", timeout=10).json()
+        soak = {**result, "rss_start_mb": start_rss, "rss_end_mb": end_rss, "health_after": health}
+        print(f"\nsoak: {args.soak:g} s at concurrency 64, 1 request in 10 bad: {result['requests']:,} requests, "
+              f"{result['rps']:.1f} good req/s, errors on good requests {result['errors']}, bad requests not "
+              f"answered 4xx {result['bad_not_4xx']}, statuses {result['statuses']}; RSS {start_rss:,.0f} MB at "
+              f"start, {end_rss:,.0f} MB at the end; /health after: {health}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "soak": soak}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
