@@ -87,11 +87,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(variant: str, model_dir: str, export_dir: str | None):
+def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tuple = ()):
     """One server process on a free loopback port, up and warmed; stopped (SIGTERM, then kill) on exit."""
     port = free_port()
     if variant == "bertkit":
-        command = [str(BIN / "bertkit"), "serve", model_dir, "--port", str(port)]
+        command = [str(BIN / "bertkit"), "serve", model_dir, "--port", str(port), *serve_args]
     else:
         kind, target = ("pipeline", model_dir) if variant == "pipeline" else ("onnx", export_dir)
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
@@ -227,6 +227,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "bench_http"))
     parser.add_argument("--soak", type=float, default=0, help="seconds of the soak (bertkit only); 0: none")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--serve-args", default="", help="extra options for bertkit serve, e.g. '--threads 1'")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = set(variants) - set(VARIANTS)
@@ -243,7 +244,7 @@ def main() -> None:
     results = {variant: {level: [] for level in levels} for variant in variants}
     for repeat in range(args.repeats if levels else 0):
         for variant in variants:
-            with server(variant, model_dir, export_dir) as (url, _):
+            with server(variant, model_dir, export_dir, tuple(args.serve_args.split())) as (url, _):
                 for level in levels:
                     result = asyncio.run(load(url, texts, level, args.seconds))
                     results[variant][level].append(result)
@@ -254,7 +255,7 @@ def main() -> None:
 
     soak = None
     if args.soak:
-        with server("bertkit", model_dir, export_dir) as (url, process):
+        with server("bertkit", model_dir, export_dir, tuple(args.serve_args.split())) as (url, process):
             start_rss = rss_mb(process.pid)
             result = asyncio.run(load(url, texts, 64, args.soak, bad_every=10))
             end_rss = rss_mb(process.pid)

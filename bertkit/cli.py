@@ -375,8 +375,11 @@ def serve_command(
     max_chars: int = typer.Option(20_000, "--max-chars", help="Characters per input (413 above)."),
     max_queue: int = typer.Option(1024, "--max-queue", help="Inputs waiting for the model (503 above)."),
     max_batch_tokens: int = typer.Option(16_384, "--max-batch-tokens", help="Tokens per call of the model."),
-    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long a request waits for others to batch."),
+    max_wait_ms: float = typer.Option(0.0, "--max-wait-ms", help="How long a request waits for others to batch (0: "
+                                      "what queued while the model ran goes together)."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds before a request gets 504."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Threads the model runs on (default: torch's, "
+                                          "one per core); fewer leaves cores to the HTTP side and other processes."),
 ):
     """Serve a fine-tuned model over HTTP (pip install "bertkit\\[serve]"): POST /predict, GET /health, /info,
     /metrics; concurrent requests are batched under a token budget."""
@@ -384,6 +387,12 @@ def serve_command(
     from .serve import Limits, serve
 
     limits = Limits(max_inputs, max_chars, max_queue, max_batch_tokens, max_wait_ms, timeout)
+    if threads is not None:
+        if threads < 1:
+            raise BertkitError(f"--threads {threads}: must be at least 1")
+        import torch
+
+        torch.set_num_threads(threads)
     with console_session("quiet"):  # no progress bars per batch; uvicorn logs the requests
         serve(run_dir, host, port, precision, limits)
 

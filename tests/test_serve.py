@@ -221,7 +221,8 @@ def test_an_unfinished_run_is_refused_before_serving(models, tmp_path):
 
 @pytest.mark.parametrize("flag, value, fragment", [("--max-inputs", "0", "--max-inputs 0"),
                                                    ("--max-wait-ms", "-1", "--max-wait-ms"),
-                                                   ("--precision", "fp8", "--precision fp8")])
+                                                   ("--precision", "fp8", "--precision fp8"),
+                                                   ("--threads", "0", "--threads 0")])
 def test_bad_serve_options_are_one_line(models, flag, value, fragment):
     from typer.testing import CliRunner
 
