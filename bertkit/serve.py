@@ -10,9 +10,10 @@ over a limit), and puts them on a queue of bounded size (503 with Retry-After wh
 without end). One model thread owns the model: it takes the first waiting request, waits at most `max_wait_ms` for
 more, packs requests in arrival order up to a token budget, and runs them as one call of the task's predictor (which
 sorts by length and runs unpadded batches): under load, what queued while the model ran goes together. Each
-request gets its own slice of the results, in its input order. A request whose client went away, or that waited past `timeout_s` (504), is dropped before it costs model time; a
-batch that fails is retried request by request, so one bad input fails alone and the server goes on. Shutdown
-(Ctrl-C, SIGTERM) stops accepting, finishes what is queued, then exits.
+request gets its own slice of the results, in its input order. A request whose client went away, or that waited
+past `timeout_s` (504), is dropped before it costs model time; a batch that fails is retried request by request, so
+one bad input fails alone and the server goes on. Shutdown (Ctrl-C, SIGTERM) stops accepting, finishes what is
+queued, then exits.
 
 The request shape follows Text Embeddings Inference's `/predict` where the task allows: `{"inputs": "text"}`,
 `{"inputs": [["a"], ["b"]]}` and, for a model trained on pairs, `{"inputs": ["a", "b"]}` as one pair; a list of
