@@ -11,7 +11,7 @@ the whole cycle runs R times, interleaved (A, B, C, A, B, C), and each cell prin
 inputs, an unknown field), reporting errors on the good ones, the server's RSS at start and end, and /health after.
 
     python benchmarks/bench_http.py [--seconds 20] [--concurrency 1,8,64] [--repeats 1] [--texts FILE.tsv]
-    python benchmarks/bench_http.py --variants bertkit --soak 600
+    python benchmarks/bench_http.py --variants bertkit --concurrency "" --soak 600
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def main() -> None:
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         parser.error(f"unknown variants {sorted(unknown)}: use {', '.join(VARIANTS)}")
-    levels = [int(c) for c in args.concurrency.split(",")]
+    levels = [int(c) for c in args.concurrency.split(",") if c]  # --concurrency "": the soak alone
     texts = read_texts(args.texts)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
