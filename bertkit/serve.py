@@ -30,7 +30,7 @@ import math
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -334,7 +334,6 @@ class Pending:
     tokens: list[int]
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    queued_at: float = field(default_factory=time.perf_counter)
     dropped: bool = False  # the client left or the request timed out: skip it
 
     def answer(self, result=None, error: BaseException | None = None) -> None:
