@@ -1,5 +1,6 @@
 """Small builders shared by the tests: tiny BERT configs and random batches."""
 
+import csv
 import json
 from pathlib import Path
 
@@ -97,3 +98,22 @@ def shortest_long_docs(root: Path, per_label: int = 2) -> dict[str, Path]:
         files[name] = root / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps(r) + "\n" for r in chosen), encoding="utf-8")
     return files
+
+
+def one_line_error(result, code, *fragments):
+    """A CLI result that is one `error:` line with exit `code`, no traceback, holding every fragment."""
+    assert result.exit_code == code, result.output
+    message = result.output.strip()
+    assert message.startswith("error: ") and "\n" not in message, message
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> str:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)

@@ -11,19 +11,10 @@ from typer.testing import CliRunner
 
 import bertkit.cli as cli
 from bertkit.cli import app
+from helpers import one_line_error
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data"
-
-
-def one_line_error(result, code, *fragments):
-    assert result.exit_code == code, result.output
-    message = result.output.strip()
-    assert message.startswith("error: ") and "\n" not in message, message
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 @pytest.mark.parametrize("name, content, fragments", [

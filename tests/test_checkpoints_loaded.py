@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 from typer.testing import CliRunner
-from helpers import random_batch, tiny_config_kwargs
+from helpers import one_line_error, random_batch, tiny_config_kwargs
 
 import bertkit
 from bertkit.cli import app
@@ -21,16 +21,6 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 TRAIN, DEV = str(DATA / "en_sentiment/train.csv"), str(DATA / "en_sentiment/dev.csv")
 TINY = ["precision=fp32", "data.max_length=32", "train.max_steps=2", "train.per_device_train_batch_size=4"]
 REFUSAL = "bertkit fine-tunes BERT checkpoints"
-
-
-def one_line_error(result, code, *fragments):
-    assert result.exit_code == code, result.output
-    message = result.output.strip()
-    assert message.startswith("error: ") and "\n" not in message, message
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 def nothing_written(out: Path) -> bool:

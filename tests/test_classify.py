@@ -14,18 +14,11 @@ from typer.testing import CliRunner
 
 from bertkit.cli import CONFIGS_DIR, app, load_recipe
 from bertkit.config import load_config
+from helpers import write_csv
 
 runner = CliRunner()
 POSITIVE = ["great", "wonderful", "lovely", "excellent", "superb", "fantastic", "delightful", "brilliant"]
 NEGATIVE = ["terrible", "awful", "dreadful", "bad", "poor", "boring", "horrible", "dull"]
-
-
-def write_csv(path: Path, header: list[str], rows: list[list]) -> str:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return str(path)
 
 
 def sentiment_rows(count: int, seed: int) -> list[list[str]]:

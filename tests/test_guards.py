@@ -3,7 +3,6 @@ result now stop with one line. An exploding or NaN loss, comma-joined multi-labe
 on runs without dev predictions or with a corrupt metrics.json, `bertkit runs` over a corrupt run, unreadable and
 full-disk mlm corpora, 5,000 classes, and push to an invalid repo id."""
 
-import csv
 import errno
 import json
 from pathlib import Path
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from bertkit import rundir
 from bertkit.cli import app
 from bertkit.errors import BertkitError
+from helpers import write_csv
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,14 +32,6 @@ def one_line(result, code: int, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, (fragment, message)
     return message
-
-
-def write_csv(path: Path, header: list[str], rows: list[list]) -> str:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return str(path)
 
 
 def sentiment(path: Path, count: int = 32) -> str:
