@@ -17,3 +17,13 @@ class ConfigValueError(BertkitError):
     def __init__(self, key: str, message: str):
         super().__init__(message)
         self.key = key
+
+
+def require_packages(names: tuple[str, ...], needed_for: str, extra: str) -> None:
+    """Each optional package importable, or one line naming the missing one and the extra that installs it."""
+    for name in names:
+        try:
+            __import__(name)
+        except ImportError:
+            raise BertkitError(f"{needed_for}: the optional packages {', '.join(names[:-1])} and {names[-1]} are "
+                               f'needed ({name} is not installed) — pip install "bertkit[{extra}]"') from None

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .errors import BertkitError
+from .errors import BertkitError, require_packages
 from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
                             BertkitForTokenClassification)
 from .rundir import model_task
@@ -21,7 +21,6 @@ ONNX_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
 EXPORT_FILE = "onnx_export.json"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-INSTALL_HINT = 'pip install "bertkit[onnx]"'
 
 
 @dataclass(frozen=True)
@@ -45,12 +44,7 @@ HEADS = {
 
 def require_onnx() -> None:
     """ONNX Runtime, onnx and onnxscript importable, or one line saying how to install them."""
-    for name in ("onnxruntime", "onnx", "onnxscript"):
-        try:
-            __import__(name)
-        except ImportError:
-            raise BertkitError(f"ONNX export and ONNX Runtime inference need the optional packages onnxruntime, "
-                               f"onnx and onnxscript ({name} is not installed) — {INSTALL_HINT}") from None
+    require_packages(("onnxruntime", "onnx", "onnxscript"), "ONNX export and ONNX Runtime inference", "onnx")
 
 
 def head_of(model_dir: str | Path) -> Head:
@@ -110,4 +104,4 @@ def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
 
 
 __all__ = ["OnnxModel", "load_onnx_model", "is_onnx_export", "require_onnx", "head_of", "Head", "HEADS", "session",
-           "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES", "INSTALL_HINT"]
+           "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES"]

@@ -34,10 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import BertkitError
-
-SERVE_HINT = 'pip install "bertkit[serve]"'
-
+from .errors import BertkitError, require_packages
 
 @dataclass
 class Limits:
@@ -476,12 +473,7 @@ class Stats:
 
 
 def require_serve() -> None:
-    for name in ("fastapi", "uvicorn", "prometheus_client"):
-        try:
-            __import__(name)
-        except ImportError:
-            raise BertkitError(f"bertkit serve needs the optional packages fastapi, uvicorn and prometheus_client "
-                               f"({name} is not installed) — {SERVE_HINT}") from None
+    require_packages(("fastapi", "uvicorn", "prometheus_client"), "bertkit serve", "serve")
 
 
 def load_endpoint(run_dir: str):

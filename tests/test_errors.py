@@ -151,3 +151,13 @@ def test_json_output_error_names_extension(tiny_model_dir, tmp_path, good):
     result = runner.invoke(app, ["predict", str(out), good, "-o", str(tmp_path / "out.xml")])
     assert_one_line_error(result, "out.xml")
     json.loads((out / "config.json").read_text())
+
+
+def test_a_missing_optional_package_is_one_line_naming_the_extra():
+    from bertkit.errors import BertkitError, require_packages
+
+    with pytest.raises(BertkitError) as error:
+        require_packages(("json", "bertkit_no_such_package"), "bertkit serve", "serve")
+    assert str(error.value) == ('bertkit serve: the optional packages json and bertkit_no_such_package are needed '
+                                '(bertkit_no_such_package is not installed) — pip install "bertkit[serve]"')
+    require_packages(("json", "csv"), "anything", "none")  # all there: nothing raised
