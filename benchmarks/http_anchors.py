@@ -30,10 +30,9 @@ class Body(BaseModel):
     inputs: str | list[str]
 
 
-def pipeline_app(model_dir: str) -> FastAPI:
-    import transformers
-
-    pipe = transformers.pipeline("text-classification", model=model_dir, device="cpu")
+def app_around(classify) -> FastAPI:
+    """The app a user writes around a `classify(texts) -> [{label, score}]` function: /health and a plain `def`
+    /predict (FastAPI runs it in its thread pool, one request per call)."""
     app = FastAPI()
 
     @app.get("/health")
@@ -42,10 +41,16 @@ def pipeline_app(model_dir: str) -> FastAPI:
 
     @app.post("/predict")
     def predict(body: Body):
-        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
-        return pipe(texts, truncation=True, max_length=128)
+        return classify([body.inputs] if isinstance(body.inputs, str) else body.inputs)
 
     return app
+
+
+def pipeline_app(model_dir: str) -> FastAPI:
+    import transformers
+
+    pipe = transformers.pipeline("text-classification", model=model_dir, device="cpu")
+    return app_around(lambda texts: pipe(texts, truncation=True, max_length=128))
 
 
 def onnx_app(export_dir: str) -> FastAPI:
@@ -58,22 +63,15 @@ def onnx_app(export_dir: str) -> FastAPI:
     tokenizer = transformers.AutoTokenizer.from_pretrained(export_dir)
     id2label = json.loads((Path(export_dir) / "config.json").read_text())["id2label"]
     names = {i.name for i in session.get_inputs()}
-    app = FastAPI()
 
-    @app.get("/health")
-    def health():
-        return {"status": "ok"}
-
-    @app.post("/predict")
-    def predict(body: Body):
-        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+    def classify(texts: list[str]) -> list[dict]:
         encoded = tokenizer(texts, truncation=True, max_length=128, padding=True, return_tensors="np")
         logits = session.run(None, {k: v.astype(np.int64) for k, v in encoded.items() if k in names})[0]
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         return [{"label": id2label[str(int(p.argmax()))], "score": float(p.max())} for p in probs]
 
-    return app
+    return app_around(classify)
 
 
 def main() -> None:
