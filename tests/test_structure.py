@@ -159,3 +159,42 @@ def test_the_wheel_lists_every_package():
     packages = {module_name(init) for init in PACKAGE.rglob("__init__.py") if "shipped" not in init.parts}
     assert packages <= listed, f"add to pyproject.toml [tool.setuptools] packages: {sorted(packages - listed)}"
 
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the bertkit modules it imports (at the top or inside functions), modules only (a name imported
+    from a module is an edge to that module)."""
+    modules = {module_name(path): path for path in LIBRARY_FILES}
+    return {name: {other for other in imported_modules(path) if other in modules and other != name}
+            for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path [a, b, ..., a], or None (depth-first search, colouring modules in progress)."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if state.get(other) == "open":
+                return stack[stack.index(other):] + [other]
+            if other not in state and (cycle := visit(other)):
+                return cycle
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    return next((cycle for node in sorted(graph) if node not in state and (cycle := visit(node))), None)
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_import_graph_has_no_cycle():
+    """A package's __init__ that imports its modules while they import it back counts too: nothing here may need
+    the module that needs it."""
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
