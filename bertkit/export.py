@@ -34,8 +34,8 @@ from .console import say, summary
 from .errors import BertkitError
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
-from .rundir import RUN_CONFIG_FILE, model_task, read_run_config, remove_record, write_json_atomic, write_record
-from .rundir.outputs import atomic_folder, check_output_path
+from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_run_config, remove_record,
+                     write_json_atomic, write_record)
 
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
@@ -160,7 +160,7 @@ def default_output(run_dir: str) -> str:
 
 
 def prepare_output(out: Path, run_dir: str) -> None:
-    """Never inside a run directory (the one exported included: rundir/outputs.py), never over files."""
+    """Never inside a run directory (the one exported included: rundir.py), never over files."""
     check_output_path(out, model_dirs=[run_dir], what="the export")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BertkitError(f"{out} already exists and is not empty — choose another -o/--output, or remove it")

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import rundir
 from .errors import BertkitError
-from .rundir.files import EDITABLE
+from .rundir import EDITABLE
 
 # Metrics for which lower is better, when a run does not say (mlm has no selection metric: perplexity).
 LOWER_IS_BETTER = ("loss", "perplexity")

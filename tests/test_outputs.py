@@ -1,4 +1,4 @@
-"""What a command may write where (bertkit/rundir/outputs.py): predict / evaluate / export never write over their
+"""What a command may write where (bertkit/rundir.py): predict / evaluate / export never write over their
 own input, the model they read or any file of a run directory; a run never replaces files that no bertkit run wrote
 (overwrite=true removes only what an earlier run wrote) nor the model it starts from; and a write cut short (a full
 disk) leaves no partial output that looks valid, nor anything that blocks the retry."""

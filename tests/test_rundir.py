@@ -1,4 +1,4 @@
-"""Runs you can trust (bertkit/rundir, bertkit/checkpoints.py): a run that did not finish never looks finished,
+"""Runs you can trust (bertkit/rundir.py, bertkit/checkpoints.py): a run that did not finish never looks finished,
 a finished run is never replaced without overwrite=true, two runs never share a directory, resume continues only
 the same run, a full disk says so, and a broken model directory is refused with one line before it is used."""
 

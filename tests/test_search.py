@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
-from bertkit.rundir.lifecycle import clear_old_run
+from bertkit.rundir import clear_old_run
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data"

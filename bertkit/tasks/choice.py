@@ -24,8 +24,7 @@ from ..data import read_table, row_location
 from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
-from ..rundir import read_run_config, write_json
-from ..rundir.outputs import atomic_output, check_output_path
+from ..rundir import atomic_output, check_output_path, read_run_config, write_json
 from . import SETTINGS_KEY, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")

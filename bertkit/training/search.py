@@ -5,7 +5,7 @@ best trial's model (its best checkpoint) becomes `trainer.model` and its setting
 so the recipe carries on as after one training; the trials table is printed and goes into metrics.json (`search`).
 
 Trials train in `output_dir/trial-N` (Trainer's folder per trial), removed as each trial ends; a killed search may
-leave one, which `overwrite=true` clears (bertkit/rundir/files.py RUN_FOLDERS). optuna is imported only here, when a
+leave one, which `overwrite=true` clears (bertkit/rundir.py RUN_FOLDERS). optuna is imported only here, when a
 search runs."""
 
 from __future__ import annotations

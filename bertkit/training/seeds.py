@@ -4,7 +4,7 @@ deviation, and the best seed's model kept as `trainer.model` (with `trainer.args
 carries on as after one training; the band goes into metrics.json (`seeds`).
 
 Each seed trains in `output_dir/seed-S`, removed when it ends; a killed band may leave one, which `overwrite=true`
-clears (bertkit/rundir/files.py RUN_FOLDERS)."""
+clears (bertkit/rundir.py RUN_FOLDERS)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,7 @@ from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForSequenceClassification
 from bertkit.modeling_document import BertkitForDocumentClassification
-from bertkit.rundir import RUN_CONFIG_FILE, model_task, write_json
-from bertkit.rundir.outputs import atomic_output, check_output_path
+from bertkit.rundir import RUN_CONFIG_FILE, atomic_output, check_output_path, model_task, write_json
 
 from .documents import document_logits, is_document_model
 

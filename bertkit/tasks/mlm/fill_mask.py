@@ -13,8 +13,7 @@ import transformers
 
 from bertkit.checkpoints import load_tokenizer
 from bertkit.errors import BertkitError
-from bertkit.rundir import write_json
-from bertkit.rundir.outputs import atomic_output, check_output_path
+from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks import read_settings
 from bertkit.tasks.mlm.evaluation import masked_perplexity
 from bertkit.tasks.mlm.examples import encode, read_examples

@@ -17,8 +17,7 @@ from bertkit.display import ExamplesProgress
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForTokenClassification
-from bertkit.rundir import write_json
-from bertkit.rundir.outputs import atomic_output, check_output_path
+from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks import read_settings
 
 from .encode import encode

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import BertkitError
-from ...rundir.outputs import atomic_output, check_output_path
+from ...rundir import atomic_output, check_output_path
 from .. import read_settings
 from .postprocess import Prediction, postprocess, prediction_record, score_predictions
 from .read import QAExample, ReadReport, read_examples
