@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from .console import describe_loading, mode, quiet_load_report
 from .errors import BertkitError
 from .onnx_model import is_onnx_export, load_onnx_model
 from .rundir import check_finished, check_weights, model_task, read_config_json
@@ -332,6 +333,20 @@ def check_vocabulary_fits(tokenizer, model_path: str) -> None:
                            "vocab.extend=true")
 
 
+def load_pretrained(model_class, path: str, **kwargs):
+    """`model_class.from_pretrained(path, ...)` with transformers' load report replaced by what a person needs:
+    one line naming the modules that start fresh (the new head every fine-tune has), and a warning for what is
+    unexpected: checkpoint weights left unused that are not pretraining heads, and weights re-initialised because
+    their shape differs. Embedding or encoder weights missing from the checkpoint stop the run (BertkitError).
+    Verbose mode shows transformers' report as it is."""
+    with quiet_load_report():
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
+    if mode() != "verbose":  # verbose: transformers' own report was shown
+        describe_loading(info, path)
+    return model
+
+
 def load_finetuned(model_class, model_dir: str, recipe: str):
     """The output of a `recipe` run for predict / evaluate, in eval mode, on the GPU when there is one: a full
     checkpoint, or an adapter saved with lora.merge=false (the base model its adapter_config.json names is loaded with
@@ -407,4 +422,4 @@ __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
            "check_implementation", "BERTKIT_MODEL_TYPES", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
-           "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8"]
+           "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8", "load_pretrained"]

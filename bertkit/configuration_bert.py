@@ -45,7 +45,7 @@ class BertkitConfig(PreTrainedConfig):
     # bertkit's only addition: how sequence classification pools the encoder output.
     # "cls" is BERT's pooler (tanh(W h_[CLS])); "mean" averages the real tokens' last hidden states.
     classifier_pooling: str = "cls"
-    # Run batches with padding on their real tokens only (see bertkit.unpadding): same outputs at the real
+    # Run batches with padding on their real tokens only (see bertkit.padding): same outputs at the real
     # tokens, zeros at padding positions, much less work when lengths vary. Per call: `model(..., unpad=False)`.
     # Stock transformers keeps it as an unused attribute when it reads the saved config.json.
     unpad: bool = True

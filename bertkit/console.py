@@ -6,6 +6,9 @@ every dict Trainer logs, transformers' warnings and info, the resolved config - 
 directory, so the console can stay short without losing anything. Three modes, set by `bertkit run`:
 normal, verbose (Trainer's own bars and dicts and transformers' raw messages, as without bertkit) and quiet (the
 final summary and warnings only). Under torchrun only rank 0 prints.
+
+The progress a person watches is here too: the live line of a training run (TrainingDisplay, a Trainer callback
+that also writes every logged dict into train.log) and the bar over the examples of a predict / evaluate.
 """
 
 from __future__ import annotations
@@ -18,19 +21,22 @@ import logging
 import math
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import transformers
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from .rundir import LOG_FILE  # not in the completion record; overwrite=true removes it
 
 MODES = ("normal", "verbose", "quiet")
 
-console = Console(stderr=True)
+console = Console(stderr=True)  # looked up at each use, by the progress bars too: a test may replace it
 logger = logging.getLogger("bertkit")
 _mode = {"name": "normal"}
 
@@ -202,29 +208,14 @@ EXPECTED_UNUSED_PREFIXES = ("cls.",)
 
 
 class _DropLoadReport(logging.Filter):
-    """transformers' load report goes to train.log only (without its escape codes); load_pretrained says the rest."""
+    """transformers' load report goes to train.log only (without its escape codes); checkpoints.load_pretrained
+    says the rest."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if " LOAD REPORT" not in str(record.msg):
             return True
         run_log.write("load report: " + re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
         return False
-
-
-def load_pretrained(model_class, path: str, **kwargs):
-    """`model_class.from_pretrained(path, ...)` with transformers' load report replaced by what a person needs:
-    one line naming the modules that start fresh (the new head every fine-tune has), and a warning for what is
-    unexpected: checkpoint weights left unused that are not pretraining heads, and weights re-initialised because
-    their shape differs. Embedding or encoder weights missing from the checkpoint stop the run (BertkitError).
-    Verbose mode shows transformers' report as it is."""
-    from .checkpoints import check_encoder_loaded
-
-    with quiet_load_report():
-        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
-    if mode() != "verbose":  # verbose: transformers' own report was shown
-        describe_loading(info, path)
-    return model
 
 
 @contextlib.contextmanager
@@ -363,8 +354,194 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
+# ------------------------------------------------------------------------------------------------- progress
+
+LOSS_SMOOTHING = 0.6  # weight of the newest logged loss (each is already Trainer's mean over logging_steps steps)
+PLAIN_LINES = 10  # progress lines of a run whose console is not a terminal (a file, a pipe): one per tenth
+
+
+class TrainingDisplay(transformers.TrainerCallback):
+    """bertkit's Trainer callback: every logged dict into train.log; on rank 0 in normal mode a live progress line
+    (plain lines at each tenth of the run when the console is not a terminal), one line per evaluation with the
+    selection metric and whether it is the best so far, and one per checkpoint."""
+
+    def __init__(self):
+        self.progress: Progress | None = None
+        self.task = None
+        self.loss = self.lr = None
+        self.best = self.best_step = None
+        self.started = self.start_step = 0
+        self.next_plain = 0
+        self.eval_batches = 0
+
+    # ---- Trainer events
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started, self.start_step = time.perf_counter(), state.global_step
+        self.best, self.best_step = None, None
+        if not (shows("info") and mode() == "normal"):
+            return
+        if console.is_terminal:
+            self.progress = _progress_bar()
+            self.task = self.progress.add_task("train", total=state.max_steps, completed=state.global_step,
+                                               **self._fields(args, state))
+            self.progress.start()
+        self.next_plain = state.global_step + max(1, state.max_steps // PLAIN_LINES)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.progress is not None:
+            self.progress.update(self.task, completed=state.global_step, **self._fields(args, state))
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        if self.progress is not None and eval_dataloader is not None and hasattr(eval_dataloader, "__len__"):
+            self.eval_batches += 1
+            self.progress.update(self.task, phase=f"[cyan]dev {self.eval_batches}/{len(eval_dataloader)}[/]")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        run_log.write("logged " + json.dumps({"step": state.global_step, **logs}, default=str))
+        if "loss" in logs:
+            loss = float(logs["loss"])
+            self.loss = loss if self.loss is None else LOSS_SMOOTHING * loss + (1 - LOSS_SMOOTHING) * self.loss
+        self.lr = logs.get("learning_rate", self.lr)
+        if any(key.startswith("eval_") and key.endswith("_runtime") for key in logs):
+            self._evaluation_line(args, state, logs)
+        elif "loss" in logs:
+            self._plain_progress(args, state)
+
+    def on_save(self, args, state, control, **kwargs):
+        self.print(f"[dim]saved checkpoint-{state.global_step}[/]")
+
+    def stop_display(self) -> None:
+        """Stop the live line (a run that stops with an error: its one line must not be drawn over)."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.stop_display()
+        steps = state.global_step - self.start_step
+        seconds = time.perf_counter() - self.started
+        self.print(f"trained {steps} steps in {fmt_duration(seconds)} ({self._speed(args, state)})")
+
+    # ---- what is shown
+
+    def print(self, markup: str) -> None:
+        if not (shows("info") and mode() == "normal"):
+            return
+        shown_on = self.progress.console if self.progress is not None else console
+        shown_on.print(markup, soft_wrap=True, highlight=False)
+
+    def _evaluation_line(self, args, state, logs: dict) -> None:
+        self.eval_batches = 0
+        if self.progress is not None:
+            self.progress.update(self.task, phase=self._fields(args, state)["epoch"])
+        key = args.metric_for_best_model
+        key = key if key is None or key.startswith("eval_") else f"eval_{key}"
+        parts = [f"dev  epoch {state.epoch or 0:g}  step {state.global_step}"]
+        if key in logs:
+            value = float(logs[key])
+            better = self.best is None or (value > self.best if args.greater_is_better else value < self.best)
+            parts.append(f"[bold]{key.removeprefix('eval_')} {fmt_metric(value)}[/]")
+            if better:
+                self.best, self.best_step = value, state.global_step
+                parts.append("[green]best so far[/]")
+            else:
+                parts.append(f"[dim](best {fmt_metric(self.best)} at step {self.best_step})[/]")
+        if "eval_loss" in logs and key != "eval_loss":
+            parts.append(f"loss {float(logs['eval_loss']):.4f}")
+        self.print("  ".join(parts))
+
+    def _plain_progress(self, args, state) -> None:
+        if self.progress is not None or state.global_step < self.next_plain:
+            return
+        self.next_plain = state.global_step + max(1, state.max_steps // PLAIN_LINES)
+        fields = self._fields(args, state)
+        elapsed = time.perf_counter() - self.started
+        done = state.global_step - self.start_step
+        left = elapsed / done * (state.max_steps - state.global_step) if done else 0
+        self.print(f"step {state.global_step}/{state.max_steps}  {fields['epoch']}  {fields['loss']}  {fields['lr']}"
+                   f"  {fields['speed']}  {fmt_duration(elapsed)} elapsed, {fmt_duration(left)} left")
+
+    def _fields(self, args, state) -> dict:
+        epochs = getattr(state, "num_train_epochs", 0)
+        epoch = f"epoch {state.epoch or 0:.2f}" + (f"/{epochs:g}" if epochs else "")
+        return {"epoch": epoch, "loss": f"loss {self.loss:.4f}" if self.loss is not None else "loss -",
+                "lr": f"lr {self.lr:.2e}" if self.lr is not None else "lr -", "speed": self._speed(args, state),
+                "phase": epoch}
+
+    def _speed(self, args, state) -> str:
+        seconds = max(time.perf_counter() - self.started, 1e-9)
+        tokens = getattr(state, "num_input_tokens_seen", 0) or 0
+        if tokens:
+            return f"{tokens / seconds:,.0f} tok/s"
+        examples = (state.global_step - self.start_step) * args.train_batch_size * \
+            args.gradient_accumulation_steps * max(args.world_size, 1)
+        return f"{examples / seconds:,.1f} ex/s"
+
+
+class _TimeColumn(ProgressColumn):
+    """elapsed<remaining in one short column (m:ss, or h:mm:ss past an hour): the line fits 80 columns."""
+
+    def render(self, task) -> Text:
+        remaining = task.time_remaining
+        left = fmt_duration(remaining) if remaining is not None else "-:--"
+        return Text(f"{fmt_duration(task.elapsed or 0)}<{left}", style="progress.elapsed")
+
+
+def _progress_bar() -> Progress:
+    """One line: epoch (or the dev batch during an evaluation), bar, step m/n, smoothed loss, lr, throughput,
+    elapsed<remaining. The bar takes what the terminal has left."""
+    return Progress(TextColumn("{task.fields[phase]}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                    TextColumn("{task.fields[loss]}"), TextColumn("{task.fields[lr]}"),
+                    TextColumn("{task.fields[speed]}"), _TimeColumn(), console=console, transient=True,
+                    expand=True)
+
+
+def use_display(trainer: transformers.Trainer) -> TrainingDisplay:
+    """Put bertkit's display in place of Trainer's progress bars and printed dicts (verbose mode keeps those).
+    Other callbacks - report_to integrations (TensorBoard, W&B, MLflow), early stopping - stay as they are."""
+    if mode() != "verbose":
+        trainer.remove_callback(transformers.trainer_callback.ProgressCallback)
+        trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TrainingDisplay):
+            return callback
+    display = TrainingDisplay()
+    trainer.add_callback(display)
+    return display
+
+
+class ExamplesProgress:
+    """One transient bar over the examples of a predict / evaluate (not its batches: a batch holds a varying number
+    of windows). `advance(n)` takes fractions, so that windows can count as their share of the examples. Drawn only
+    on a terminal: piped output gets the result line alone."""
+
+    def __init__(self, description: str, total: int):
+        self.progress = Progress(TextColumn(description), BarColumn(bar_width=None),
+                                 TextColumn("{task.completed:,.0f}/{task.total:,} examples"),
+                                 TextColumn("{task.fields[speed]}"), _TimeColumn(), console=console,
+                                 transient=True, expand=True,
+                                 disable=not (console.is_terminal and shows("info")))
+        self.total = total
+        self.task = self.progress.add_task(description, total=total, speed="")
+        self.started = time.perf_counter()
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def advance(self, examples: float) -> None:
+        self.progress.advance(self.task, examples)
+        done = self.progress.tasks[0].completed
+        self.progress.update(self.task, speed=f"{done / max(time.perf_counter() - self.started, 1e-9):,.0f}/s")
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+
 __all__ = ["result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
-    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "load_pretrained", "quiet_load_report",
+    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "quiet_load_report",
     "describe_loading",
     "module_names", "capped", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
-    "next_commands"]
+    "next_commands", "TrainingDisplay", "use_display", "ExamplesProgress", "LOSS_SMOOTHING", "PLAIN_LINES"]

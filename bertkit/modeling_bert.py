@@ -9,7 +9,7 @@ checkpoints load with no conversion and checkpoints saved here load in stock tra
 
 Attention dispatches through transformers' attention registry (eager / sdpa / flash where installed), and the
 padding mask is built once per forward. A batch with padding runs on its real tokens only (`config.unpad`, or
-`unpad=` per call; see `bertkit.unpadding`), packed once per forward and padded once for the output. With
+`unpad=` per call; see `bertkit.padding`), packed once per forward and padded once for the output. With
 `config.sparse_prediction` (or `sparse_prediction=` per call) and labels, the MLM heads score only the labelled
 positions. bertkit is an encoder: decoder settings and inputs are refused, not ignored.
 """
@@ -37,7 +37,7 @@ from transformers.utils import is_tracing
 
 from .configuration_bert import BertkitConfig
 from .losses import IGNORE_INDEX, infer_problem_type, normalise, sequence_loss, token_cross_entropy
-from .unpadding import Dropout, Encoded, Unpadding, attend_buckets, attend_varlen, fast_dropout
+from .padding import Dropout, Encoded, Unpadding, attend_buckets, attend_varlen, fast_dropout
 
 # Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
 # and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.

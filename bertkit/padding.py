@@ -1,4 +1,4 @@
-"""Unpadding: run a variable-length batch as one packed stream of its real tokens, then put it back.
+"""Padding and unpadding: run a variable-length batch as one packed stream of its real tokens, then put it back.
 
 A padded batch is (B, T, ...) with an attention mask (B, T) that is 1 on real tokens. Its N real tokens, read row by
 row, form the packed tensor (N, ...). Everything that treats tokens independently (embeddings' LayerNorm, every
@@ -11,12 +11,33 @@ take them) or the (batch, position) of each token tells it.
     hidden = pad_input(packed, indices, batch, seqlen)                              # (N, D) -> (B, T, D), zeros
 
 Pure functions of tensors; gradients flow through both directions (gather one way, scatter the other).
+
+The encoder's speed machinery, built on them: unpadded execution (`config.unpad`, or `unpad=` per call; on by
+default). When a batch has padding, the encoder runs on its N real tokens only: embeddings' LayerNorm, every linear
+layer, every LayerNorm and the feed-forward see a packed (N, D) tensor. `Unpadding` says where those tokens sit,
+computed once per forward from the (B, T) attention mask. Attention scatters the packed q, k, v into padded
+(B_b, H, T_b, hd) layouts for the kernel, one per `AttentionBucket` of rows of similar length so that short rows are
+not padded to the longest (or, under flash-attention, keeps them packed and passes `cu_seqlens`); each sequence
+attends to itself only, exactly as in the padded path. The heads read the packed tokens (`unpack`, `first_tokens`,
+`select`): the real tokens' vectors equal the padded path's, and the padding positions of per-token outputs
+(last_hidden_state, hidden_states, MLM / token / QA logits) are zeros, where transformers would return values
+computed for the pad tokens. Inputs without padding, `output_attentions=True` and `unpad=False` take the padded
+path, which matches transformers everywhere, padding positions included; so do graphs (torch.export, torch.compile,
+torch.jit.trace, torch.fx), which cannot branch on the mask's values.
+
+Training on CPU: dropout draws its masks from 16 random bits per element instead of torch's per-element Bernoulli
+(`fast_dropout`, the `Dropout` module), and sdpa with attention dropout runs as eager attention (CPU sdpa has no
+fused kernel with dropout). Outputs in eval mode are unchanged; training sees dropout at the same rates, from
+different random masks.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 
 def unpadding_indices(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -74,4 +95,176 @@ def length_buckets(seqlens: torch.Tensor, granularity: int) -> list[torch.Tensor
     return [torch.nonzero(rounded == value).flatten() for value in rounded.unique().tolist() if value > 0]
 
 
-__all__ = ["unpadding_indices", "gather_tokens", "unpad_input", "pad_input", "pad_heads", "length_buckets"]
+# ------------------------------------------------------------------------- unpadded execution of the encoder
+
+RANDOM_BITS = 16  # a CPU dropout mask draws this many random bits per element
+
+
+def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """Inverted dropout, as `F.dropout`, with a cheaper random mask on CPU.
+
+    torch's CPU dropout draws one random number per element (`bernoulli_`), about a fifth of a BERT training step
+    here. This draws 64 random bits per 4 elements and drops an element when its 16 bits fall under
+    round(p * 2^16): p is kept to within 2^-17, and the kept values are scaled by 1 / (1 - that exact rate), so the
+    expectation is unchanged. Other devices, and rates too close to 0 or 1 for 16 bits, use `F.dropout`."""
+    if not training or p == 0.0:
+        return x
+    dropped = round(p * 2**RANDOM_BITS)
+    if x.device.type != "cpu" or not 0 < dropped < 2**RANDOM_BITS:
+        return F.dropout(x, p, training=True)
+    keep = random_int16(x.numel(), x.device).view(x.shape) >= dropped - 2 ** (RANDOM_BITS - 1)  # (x.shape) bool
+    return x * keep.to(x.dtype).mul_(2**RANDOM_BITS / (2**RANDOM_BITS - dropped))
+
+
+def random_int16(count: int, device) -> torch.Tensor:
+    """`count` uniform random int16, four from each 64-bit draw of torch's generator (so torch.manual_seed rules)."""
+    draws = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=device)
+    return draws.view(torch.int16)[:count]
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout through `fast_dropout` (the same `p`, `training` and state dict)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_dropout(x, self.p, self.training)
+
+
+class AttentionBucket(NamedTuple):
+    """Rows of similar length that attend together in one padded (B_b, H, T_b, hd) layout."""
+
+    rows: torch.Tensor | None  # (B_b,) rows of the batch; None = all of them
+    tokens: torch.Tensor | None  # (N_b,) their real tokens' places in the packed order; None = all, in order
+    batch_index: torch.Tensor  # (N_b,) row of each token within the bucket
+    position_index: torch.Tensor  # (N_b,) column of each token
+    batch: int  # B_b
+    seqlen: int  # T_b
+
+
+class Unpadding(NamedTuple):
+    """Where a padded batch's N real tokens sit, computed once per forward from the (B, T) attention mask."""
+
+    indices: torch.Tensor  # (N,) into the flattened B*T positions
+    batch_index: torch.Tensor  # (N,) row of each real token
+    position_index: torch.Tensor  # (N,) column of each real token (its position id when none are given)
+    cu_seqlens: torch.Tensor  # (B+1,) int32 cumulative lengths, for varlen kernels
+    max_seqlen: int
+    batch: int  # B
+    seqlen: int  # T
+    buckets: tuple[AttentionBucket, ...] = ()  # how attention groups the rows; () = all rows in one (B, T) layout
+    bucket_order: torch.Tensor | None = None  # (N,): packed order from the buckets' concatenated tokens
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor) -> "Unpadding":
+        indices, cu_seqlens, max_seqlen = unpadding_indices(attention_mask)
+        batch, seqlen = attention_mask.shape
+        return cls(indices, indices // seqlen, indices % seqlen, cu_seqlens, max_seqlen, batch, seqlen)
+
+    def with_length_buckets(self, granularity: int) -> "Unpadding":
+        """The same, with the rows grouped into attention buckets of similar length (see `length_buckets`)."""
+        groups = length_buckets(self.cu_seqlens.diff(), granularity)
+        if len(groups) <= 1:
+            return self
+        bucket_of_row = torch.full((self.batch,), -1, dtype=torch.long, device=self.indices.device)  # (B,)
+        local_row = torch.zeros(self.batch, dtype=torch.long, device=self.indices.device)  # (B,)
+        for number, rows in enumerate(groups):
+            bucket_of_row[rows], local_row[rows] = number, torch.arange(len(rows), device=rows.device)
+        buckets = tuple(self._bucket(rows, torch.nonzero(bucket_of_row[self.batch_index] == number).flatten(),
+                                     local_row) for number, rows in enumerate(groups))
+        order = torch.argsort(torch.cat([bucket.tokens for bucket in buckets]))  # (N,)
+        return self._replace(buckets=buckets, bucket_order=order)
+
+    def _bucket(self, rows, tokens, local_row) -> AttentionBucket:
+        positions = self.position_index[tokens]  # (N_b,)
+        width = int(positions.max()) + 1  # the longest row (or, left-padded, the rightmost real token)
+        return AttentionBucket(rows, tokens, local_row[self.batch_index[tokens]], positions, len(rows), width)
+
+    def attention_buckets(self) -> tuple[AttentionBucket, ...]:
+        whole = AttentionBucket(None, None, self.batch_index, self.position_index, self.batch, self.seqlen)
+        return self.buckets or (whole,)
+
+    def pack(self, tensor):
+        """(B, T, ...) -> (N, ...); None stays None."""
+        return None if tensor is None else gather_tokens(tensor, self.indices)
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros at padding."""
+        return pad_input(packed, self.indices, self.batch, self.seqlen)
+
+    def first_tokens(self, packed: torch.Tensor) -> torch.Tensor:
+        """(N, D) -> (B, 1, D): each row's token in column 0, what a pooler reads ([CLS]); zeros where it is padding,
+        as `unpack(packed)[:, :1]` without re-padding the rest."""
+        first = self.position_index == 0  # (N,)
+        output = packed.new_zeros(self.batch, *packed.shape[1:])  # (B, D)
+        return output.index_put((self.batch_index[first],), packed[first]).unsqueeze(1)
+
+    def select(self, packed: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """(N, D) -> (M, D): the M positions where `positions` (B, T) is True, in row-major order, as
+        `unpack(packed)[positions]` (zeros for a selected padding position) without re-padding the rest."""
+        slot = torch.full((self.batch * self.seqlen,), -1, dtype=torch.long, device=packed.device)  # (B*T,)
+        slot[self.indices] = torch.arange(len(self.indices), device=packed.device)
+        selected = slot[positions.flatten()]  # (M,) places in the packed order; -1 at padding
+        if bool((selected < 0).any()):
+            return self.unpack(packed)[positions]
+        return packed[selected]
+
+
+def attend_buckets(attend, qkv: torch.Tensor, attention_mask, unpadding: Unpadding) -> torch.Tensor:
+    """Attention on packed tokens through a kernel that reads padded layouts. qkv (N, 3H, hd) -> context (N, H, hd).
+
+    The packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per attention bucket, and the padding
+    mask (B, 1, 1 or T, T) hides the pad keys, so each sequence attends to itself only. `attend(q, k, v, mask)` is
+    the kernel: three (B_b, H, T_b, hd) -> context (B_b, T_b, H, hd)."""
+    pieces = [_attend_bucket(attend, qkv, attention_mask, bucket) for bucket in unpadding.attention_buckets()]
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
+
+
+def _attend_bucket(attend, qkv, attention_mask, bucket: AttentionBucket) -> torch.Tensor:
+    """Attention for one bucket of rows. qkv (N, 3H, hd) packed -> the bucket's context (N_b, H, hd)."""
+    if bucket.tokens is not None:
+        qkv = qkv[bucket.tokens]  # (N_b, 3H, hd)
+    if bucket.rows is not None and attention_mask is not None:
+        attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
+    layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
+    padded = pad_heads(qkv, *layout)  # (N_b, 3H, hd) -> (B_b, 3H, T_b, hd), zeros at padding
+    context = attend(*padded.chunk(3, dim=1), attention_mask)  # 3 x (B_b, H, T_b, hd) -> (B_b, T_b, H, hd)
+    return context[bucket.batch_index, bucket.position_index]  # (N_b, H, hd)
+
+
+def attend_varlen(attend, qkv: torch.Tensor, unpadding: Unpadding) -> torch.Tensor:
+    """Attention on packed tokens through flash-attention's varlen kernel, which reads the sequence boundaries
+    (`cu_seqlens`). qkv (N, 3H, hd) -> context (N, H, hd)."""
+    q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in qkv.chunk(3, dim=1))  # (N, H, hd) -> (1, H, N, hd)
+    boundaries = {"cu_seq_lens_q": unpadding.cu_seqlens, "cu_seq_lens_k": unpadding.cu_seqlens,
+                  "max_length_q": unpadding.max_seqlen, "max_length_k": unpadding.max_seqlen}
+    return attend(q, k, v, None, **boundaries)[0]  # (1, N, H, hd) -> (N, H, hd)
+
+
+class Encoded(NamedTuple):
+    """The encoder's output as the heads read it, before any re-padding."""
+
+    hidden: torch.Tensor  # (N, D) packed real tokens when `unpadding` is set, else (B, T, D)
+    unpadding: Unpadding | None
+    hidden_states: tuple[torch.Tensor, ...] | None  # for output_hidden_states: (B, T, D) each
+    attentions: tuple[torch.Tensor, ...] | None  # for output_attentions: (B, H, T, T) each
+
+    def padded(self) -> torch.Tensor:
+        """(B, T, D), zeros at padding when unpadded."""
+        return self.hidden if self.unpadding is None else self.unpadding.unpack(self.hidden)
+
+    def per_token(self, head) -> torch.Tensor:
+        """A per-token head on the real tokens only, padded once: (B, T, C), zeros at padding when unpadded."""
+        output = head(self.hidden)  # (N, C) or (B, T, C)
+        return output if self.unpadding is None else self.unpadding.unpack(output)
+
+    def first_tokens(self) -> torch.Tensor:
+        """(B, 1, D): what a pooler reads."""
+        return self.hidden[:, :1] if self.unpadding is None else self.unpadding.first_tokens(self.hidden)
+
+    def select(self, positions: torch.Tensor) -> torch.Tensor:
+        """(M, D): the positions where `positions` (B, T) is True, in row-major order."""
+        return self.hidden[positions] if self.unpadding is None else self.unpadding.select(self.hidden, positions)
+
+
+__all__ = ["unpadding_indices", "gather_tokens", "unpad_input", "pad_input", "pad_heads", "length_buckets",
+           "RANDOM_BITS", "fast_dropout", "random_int16", "Dropout", "AttentionBucket", "Unpadding", "attend_buckets",
+           "attend_varlen", "Encoded"]

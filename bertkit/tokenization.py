@@ -1,6 +1,6 @@
 """The bundled bert-base-chinese tokenizer, built offline from the vocabulary file shipped with bertkit.
 
-Two traps of transformers 5.x shape this file (see NOTES.md): `BertTokenizer(vocab_file=path)` silently ignores
+Two traps of transformers 5.x shape this file (see docs/notes.md): `BertTokenizer(vocab_file=path)` silently ignores
 the path and builds a 5-token vocabulary, and the Chinese vocabulary has entries that are U+2028 (LINE
 SEPARATOR), so `str.splitlines()` would shift every id after 343. We read the file ourselves, split on "\\n"
 only, and hand the tokenizer a ready `{token: id}` dict.

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import datasets
 
 from bertkit import BertkitConfig, BertkitForMultipleChoice
-from bertkit.checkpoints import load_tokenizer, resolve_model
+from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, say
+from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks import settings_dict

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
-from bertkit.checkpoints import load_tokenizer, resolve_model
+from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.config import INLINE
-from bertkit.console import capped, load_pretrained, say
+from bertkit.console import capped, say
 from bertkit.data import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.modeling_document import BertkitForDocumentClassification

@@ -18,14 +18,14 @@ import datasets
 import transformers
 
 from bertkit import BertkitConfig, BertkitForTokenClassification, tasks
-from bertkit.checkpoints import load_tokenizer, resolve_model
+from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
                                predicted_tags, read_examples, score_tags)
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, say
+from bertkit.console import say
 from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
                               results, run_trainer)
 

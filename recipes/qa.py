@@ -19,7 +19,7 @@ from typing import Literal
 import datasets
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
-from bertkit.checkpoints import load_tokenizer, resolve_model
+from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import at_key, check_max_length, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
@@ -27,7 +27,7 @@ from bertkit.tasks import settings_dict
 from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
                               prediction_record, read_examples, tune_and_score)
 from bertkit.config import INLINE
-from bertkit.console import load_pretrained, say, warn
+from bertkit.console import say, warn
 from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
                               results, run_trainer)
 

@@ -296,7 +296,7 @@ def test_mlm_predict_refuses_a_roberta_masked_lm(tiny_model_dir, tmp_path):
 def test_minilm_loads_for_every_fine_tuning_head(minilm_dir, head):
     """MiniLM has a pooler and no MLM head: every recipe's head loads it, only its new head starting fresh."""
     from bertkit.checkpoints import resolve_model
-    from bertkit.console import load_pretrained
+    from bertkit.checkpoints import load_pretrained
 
     path = resolve_model("all-MiniLM-L6-v2")
     assert path == minilm_dir

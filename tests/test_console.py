@@ -1,4 +1,4 @@
-"""The console of a run (bertkit/console.py, bertkit/display.py): what a person reads while training and after it,
+"""The console of a run (bertkit/console.py): what a person reads while training and after it,
 through the installed `bertkit` entry point with output that is not a terminal; train.log keeps the rest; quiet
 loading; layouts that fit 80 and 160 columns."""
 
@@ -18,8 +18,9 @@ from rich.console import Console
 
 import bertkit
 import bertkit.training
+from bertkit import checkpoints
 from bertkit import console as run_console
-from bertkit import display
+from bertkit import console as display
 from bertkit import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +181,7 @@ def save_tiny(model_class, path, **config):
 def test_new_head_is_one_line_and_pretraining_heads_are_expected(tmp_path, captured):
     buffer = captured(300)
     path = save_tiny(transformers.BertForPreTraining, tmp_path / "stock")
-    run_console.load_pretrained(bertkit.BertkitForSequenceClassification, path, num_labels=2)
+    checkpoints.load_pretrained(bertkit.BertkitForSequenceClassification, path, num_labels=2)
     lines = buffer.getvalue().splitlines()
     assert lines == [f"bertkit: new, randomly initialised: classifier (not in {path}; trained from scratch)"]
 
@@ -188,7 +189,7 @@ def test_new_head_is_one_line_and_pretraining_heads_are_expected(tmp_path, captu
 def test_unexpected_weights_and_size_mismatches_stay_loud(tmp_path, captured):
     buffer = captured(200)
     path = save_tiny(transformers.BertForTokenClassification, tmp_path / "tagger", num_labels=5)
-    run_console.load_pretrained(bertkit.BertkitForSequenceClassification, path, num_labels=2,
+    checkpoints.load_pretrained(bertkit.BertkitForSequenceClassification, path, num_labels=2,
                                 ignore_mismatched_sizes=True)
     text = buffer.getvalue()
     assert "warning" in text and "classifier.weight re-initialised" in text and "(5, 32)" in text
@@ -202,7 +203,7 @@ def test_unexpected_weights_and_size_mismatches_stay_loud(tmp_path, captured):
     (tmp_path / "extra").mkdir()
     model.config.save_pretrained(tmp_path / "extra")
     save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "extra" / "model.safetensors")
-    run_console.load_pretrained(bertkit.BertkitForSequenceClassification, str(tmp_path / "extra"), num_labels=2)
+    checkpoints.load_pretrained(bertkit.BertkitForSequenceClassification, str(tmp_path / "extra"), num_labels=2)
     assert "are not used by this model: adapter.down" in buffer.getvalue()
 
 

@@ -6,7 +6,7 @@ import torch
 from helpers import tiny_config_kwargs
 
 import bertkit
-from bertkit.unpadding import RANDOM_BITS, Dropout, fast_dropout
+from bertkit.padding import RANDOM_BITS, Dropout, fast_dropout
 
 COUNT = 1_000_000
 

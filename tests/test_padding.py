@@ -3,8 +3,8 @@ trips and gradients through both directions."""
 
 import torch
 
-from bertkit.padding import gather_tokens, length_buckets, pad_heads, pad_input, unpad_input, unpadding_indices
-from bertkit.unpadding import Unpadding
+from bertkit.padding import (Unpadding, gather_tokens, length_buckets, pad_heads, pad_input, unpad_input,
+                             unpadding_indices)
 
 # Three rows of width 4 with real lengths 2, 4 and 1; the values count positions so packing order is visible.
 MASK = torch.tensor([[1, 1, 0, 0],

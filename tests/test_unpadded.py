@@ -12,7 +12,7 @@ from helpers import HEAD_PAIRS, output_tensors, random_batch, tiny_config_kwargs
 
 import bertkit
 from bertkit import modeling_bert
-from bertkit.unpadding import Unpadding
+from bertkit.padding import Unpadding
 
 ATOL = 1e-5
 PER_TOKEN = {"last_hidden_state": 3, "logits": 3, "prediction_logits": 3, "start_logits": 2, "end_logits": 2}

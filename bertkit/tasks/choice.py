@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..checkpoints import load_finetuned, load_tokenizer
-from ..display import ExamplesProgress
+from ..console import ExamplesProgress
 from ..data import read_table, row_location
 from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches

@@ -12,8 +12,7 @@ import yaml
 
 from .. import rundir
 from ..config import config_to_dict
-from ..console import is_main_process, run_log, say
-from ..display import use_display
+from ..console import is_main_process, run_log, say, use_display
 from ..errors import BertkitError
 from ..model_card import render_model_card
 from ..rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json

@@ -12,8 +12,7 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import load_finetuned, load_tokenizer
-from bertkit.console import say
-from bertkit.display import ExamplesProgress
+from bertkit.console import ExamplesProgress, say
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
 from bertkit.modeling_bert import BertkitForTokenClassification

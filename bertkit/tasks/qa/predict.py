@@ -60,7 +60,7 @@ def run_windows(model, tokenizer, windows: QuestionWindows, batch_size: int = 64
 
 def predict_examples(qa: QAModel, examples: list[QAExample], batch_size: int = 64) -> list[Prediction]:
     """One Prediction per example (before the null decision), windows cut as the model was trained."""
-    from ...display import ExamplesProgress
+    from ...console import ExamplesProgress
 
     settings = qa.settings
     windows = encode(qa.tokenizer, examples, settings.max_length, settings.doc_stride, settings.max_question_length,

@@ -6,6 +6,13 @@ present, `bertkit_config.yaml` (the resolved recipe config), `metrics.json` (eva
 
 The card is plain text with no timestamps, so rendering the same directory twice gives the same bytes: that is
 what lets a re-push of an unchanged model make no new commit.
+
+Per-class parts are bounded whatever the number of classes (5,000 classes once made a 1.6 MB card): at most
+CARD_CLASSES label rows, and per-class scores of at most CARD_CLASSES classes, the most frequent on dev
+(classification_report.txt's support), with a line for the rest. After a hyperparameter search (metrics.json
+`search`) the card shows the trials table and the best trial's settings in place of the config's; after a seed
+band (`seeds`) each seed's dev score, the mean ± sd of every dev metric, and the kept seed
+(bertkit/training/search.py and seeds.py write the entries). The "How to use" snippet needs only transformers.
 """
 
 from __future__ import annotations
@@ -18,12 +25,9 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .. import tasks
-from ..configuration_bert import bertkit_only_reason
-from ..errors import BertkitError
-from .bounded import CARD_CLASSES, REPORT_FILE, card_metrics
-from .selection import chosen_hyperparameters, selection_section
-from .usage import usage_snippet
+from . import tasks
+from .configuration_bert import bertkit_only_reason
+from .errors import BertkitError
 
 _PLAIN_TASK = ("feature-extraction", "AutoModel")  # a bare encoder, or an adapter on none of the heads
 
@@ -201,6 +205,118 @@ def _data_files(cfg: dict) -> list[tuple[str, str]]:
     return rows
 
 
+# ---------------------------------------------------------------- per-class parts, bounded
+
+
+CARD_CLASSES = 20
+PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")
+REPORT_FILE = "classification_report.txt"
+
+
+def report_supports(path: Path) -> dict[str, int]:
+    """class -> support from sklearn's classification_report.txt ({} when it is missing or not that table)."""
+    supports: dict[str, int] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    for line in lines[2:]:
+        if not line.strip():
+            break  # the per-class rows end at the blank line before accuracy / macro avg
+        parts = line.rsplit(None, 4)
+        if len(parts) == 5 and parts[4].isdigit():
+            supports[parts[0].strip()] = int(parts[4])
+    return supports
+
+
+def bounded_metrics(metrics: dict[str, float], names: list[str], supports: dict[str, int],
+                    limit: int = CARD_CLASSES) -> tuple[dict[str, float], int, int]:
+    """(metrics with per-class scores of at most `limit` classes, classes shown, classes left out): the classes
+    with the most dev examples (classification_report.txt's support) first, else in metrics.json's order."""
+    known = set(names)
+    per_class = {}
+    for key in metrics:
+        prefix = next((p for p in PER_CLASS_PREFIXES if key.startswith(p)), None)
+        if prefix and key[len(prefix):] in known:
+            per_class.setdefault(key[len(prefix):], []).append(key)
+    classes = list(per_class)
+    if supports:
+        classes.sort(key=lambda name: -supports.get(name, -1))  # stable: metrics order among equals
+    kept = set(classes[:limit])
+    dropped = {key for name in classes[limit:] for key in per_class[name]}
+    left_out = max(len(names), len(classes)) - len(kept) if classes else 0
+    return {k: v for k, v in metrics.items() if k not in dropped}, len(kept), left_out
+
+
+def card_metrics(model_dir: Path, metrics: dict[str, float], names: list[str]) -> dict:
+    """The card's `metrics` (per-class scores bounded), `classes_shown` and `classes_left_out`."""
+    kept, shown, left_out = bounded_metrics(metrics, names, report_supports(Path(model_dir) / REPORT_FILE))
+    return {"metrics": kept, "classes_shown": shown, "classes_left_out": left_out}
+
+
+# ---------------------------------------------------------------- how the model was chosen
+
+
+# The card's hyperparameter rows (model_card.hyperparameters) that a search's trial parameters replace.
+_CARD_ROWS = {"learning_rate": "learning_rate", "per_device_train_batch_size": "per_device_train_batch_size",
+              "num_train_epochs": "num_train_epochs", "warmup_steps": "warmup_steps",
+              "llrd": "llrd (layer-wise LR decay)"}
+_COLUMNS = {"learning_rate": "lr", "per_device_train_batch_size": "batch", "num_train_epochs": "epochs",
+            "warmup_steps": "warmup", "llrd": "llrd"}
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def chosen_hyperparameters(rows: list[tuple[str, str]], metrics: dict) -> list[tuple[str, str]]:
+    """The card's hyperparameter rows as the kept model was trained: a search's best settings, a band's kept seed."""
+    replaced = {}
+    if isinstance(metrics.get("search"), dict):
+        replaced = {_CARD_ROWS[name]: _number(value) for name, value in metrics["search"]["best"]["params"].items()
+                    if name in _CARD_ROWS}
+    elif isinstance(metrics.get("seeds"), dict):
+        replaced = {"seed": str(metrics["seeds"]["best_seed"])}
+    names = {name for name, _ in rows}
+    return [(name, replaced.get(name, value)) for name, value in rows] + \
+        [(name, value) for name, value in replaced.items() if name not in names]
+
+
+def _search_section(search: dict) -> list[str]:
+    best = search["best"]
+    pruned = sum(trial["state"] == "pruned" for trial in search["trials"])
+    pruning = ", median pruning" if search["pruning"] else ""
+    text = (f"A hyperparameter search of {len(search['trials'])} trials (Optuna{pruning}; {pruned} pruned) ranked "
+            f"by dev {search['metric']} ({search['direction']}); this model is trial #{best['number']}, at "
+            f"{search['metric']} {_number(best['objective'])}.")
+    rows = [[f"#{trial['number']}" + (" (this model)" if trial["number"] == best["number"] else ""), trial["state"],
+             *(_number(trial["params"].get(name)) for name in _COLUMNS), _number(trial["objective"])]
+            for trial in search["trials"]]
+    return [text, _markdown_table(["trial", "state", *_COLUMNS.values(), search["metric"]], rows)]
+
+
+def _seeds_section(band: dict) -> list[str]:
+    count = len(band["runs"])
+    text = (f"Trained with {count} seeds ({', '.join(str(run['seed']) for run in band['runs'])}); this model is seed "
+            f"{band['best_seed']}, the best dev {band['metric']}. Across the seeds (mean ± sample sd):")
+    rows = [[name, f"{_number(mean)} ± {_number(band['sd'][name])}"] for name, mean in band["mean"].items()]
+    return [text, _markdown_table(["metric", f"mean ± sd ({count} seeds)"], rows)]
+
+
+def selection_section(metrics: dict) -> list[str]:
+    """The card's "How this model was chosen" section ([] after one training)."""
+    if isinstance(metrics.get("search"), dict):
+        return ["## How this model was chosen", *_search_section(metrics["search"])]
+    if isinstance(metrics.get("seeds"), dict):
+        return ["## How this model was chosen", *_seeds_section(metrics["seeds"])]
+    return []
+
+
 # ---------------------------------------------------------------- rendering
 
 
@@ -320,6 +436,111 @@ def _data_section(card: dict) -> list[str]:
     return ["## Training data", "\n".join(lines)]
 
 
+# ---------------------------------------------------------------- how to use
+
+
+_SAMPLE_TEXT = {"zh": "这部电影真好看！", "en": "This movie was great!"}
+_MASK_TEXT = {
+    "zh": 'f"巴黎是法国的首{tokenizer.mask_token}。"',
+    "en": 'f"Paris is the capital of {tokenizer.mask_token}."',
+}
+
+
+def usage_snippet(card: dict) -> str:
+    """A snippet that needs only transformers: the model must be usable by someone who never heard of bertkit
+    (unless stock BERT cannot express it: then bertkit is imported to register its classes)."""
+    repo, auto_class, tag = card["repo_id"], card["auto_class"], card["tag"]
+    lang = "zh" if "zh" in (card["language"] or []) else "en"
+    text = _MASK_TEXT[lang] if tag == "fill-mask" else _SAMPLE_TEXT[lang]
+    head = [
+        "import torch",
+        f"from transformers import AutoTokenizer, {auto_class}",
+        *(["", "import bertkit  # registers model_type \"bertkit\" with transformers' Auto classes"]
+          if card["bertkit_only"] else []),
+        "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo}")',
+        f'model = {auto_class}.from_pretrained("{repo}").eval()',
+        "",
+    ]
+    body = _USAGE_BODIES.get(tag, _USAGE_BODIES["feature-extraction"])(text, card["problem_type"])
+    return "```python\n" + "\n".join(head + body) + "\n```"
+
+
+def _usage_classify(text: str, problem_type: str | None) -> list[str]:
+    lines = [f'inputs = tokenizer("{text}", return_tensors="pt")', "with torch.no_grad():",
+             "    logits = model(**inputs).logits[0]"]
+    if problem_type == "multi_label_classification":
+        return lines + ["print([model.config.id2label[i] for i, p in enumerate(logits.sigmoid()) if p > 0.5])"]
+    if problem_type == "regression":
+        return lines + ["print(logits.item())"]
+    return lines + ["print(model.config.id2label[int(logits.argmax())])"]
+
+
+def _usage_tokens(text: str, _: str | None) -> list[str]:
+    return [
+        f'inputs = tokenizer("{text}", return_tensors="pt")',
+        "with torch.no_grad():",
+        "    predicted = model(**inputs).logits[0].argmax(-1)",
+        "tokens = tokenizer.convert_ids_to_tokens(inputs.input_ids[0])",
+        "print([(t, model.config.id2label[int(p)]) for t, p in zip(tokens, predicted)])",
+    ]
+
+
+def _usage_qa(text: str, _: str | None) -> list[str]:
+    return [
+        'question, context = "What was great?", "' + text + '"',
+        'inputs = tokenizer(question, context, return_tensors="pt")',
+        "with torch.no_grad():",
+        "    out = model(**inputs)",
+        "start, end = int(out.start_logits.argmax()), int(out.end_logits.argmax())",
+        "print(tokenizer.decode(inputs.input_ids[0, start : end + 1]))",
+    ]
+
+
+def _usage_fill_mask(text: str, _: str | None) -> list[str]:
+    return [
+        f"text = {text}",
+        'inputs = tokenizer(text, return_tensors="pt")',
+        "with torch.no_grad():",
+        "    logits = model(**inputs).logits  # ForPreTraining models: .prediction_logits",
+        "position = int((inputs.input_ids[0] == tokenizer.mask_token_id).nonzero()[0])",
+        "print(tokenizer.decode(logits[0, position].argmax()))",
+    ]
+
+
+def _usage_choice(text: str, _: str | None) -> list[str]:
+    return [
+        f'prompt, choices = "{text}", ["I liked it.", "I did not like it."]',
+        'inputs = tokenizer([prompt] * len(choices), choices, return_tensors="pt", padding=True)',
+        "with torch.no_grad():",
+        "    logits = model(**{k: v.unsqueeze(0) for k, v in inputs.items()}).logits",
+        "print(choices[int(logits.argmax())])",
+    ]
+
+
+def _usage_features(text: str, _: str | None) -> list[str]:
+    return [
+        f'inputs = tokenizer(["{text}"], return_tensors="pt", padding=True)',
+        "with torch.no_grad():",
+        "    hidden = model(**inputs).last_hidden_state",
+        "mask = inputs.attention_mask.unsqueeze(-1)",
+        "embedding = (hidden * mask).sum(1) / mask.sum(1)  # mean pooling",
+    ]
+
+
+_USAGE_BODIES = {
+    "text-classification": _usage_classify,
+    "token-classification": _usage_tokens,
+    "question-answering": _usage_qa,
+    "fill-mask": _usage_fill_mask,
+    "multiple-choice": _usage_choice,
+    "feature-extraction": _usage_features,
+}
+
+
+# ---------------------------------------------------------------- the card
+
+
 def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) -> dict:
     """Everything the card says, gathered from the model dir and the caller's arguments."""
     model_config = _read_model_config(model_dir)
@@ -398,4 +619,6 @@ def render_model_card(
     return text
 
 
-__all__ = ["render_model_card", "read_metrics", "task_of", "hyperparameters"]
+__all__ = ["render_model_card", "read_metrics", "task_of", "hyperparameters", "CARD_CLASSES", "PER_CLASS_PREFIXES",
+           "REPORT_FILE", "report_supports", "bounded_metrics", "card_metrics", "selection_section",
+           "chosen_hyperparameters", "usage_snippet"]
