@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from .rundir import LOG_FILE  # not in the completion record; overwrite=true removes it
+LOG_FILE = "train.log"  # a run directory's log (bertkit/rundir.py: overwrite=true removes it)
 
 MODES = ("normal", "verbose", "quiet")
 

@@ -56,6 +56,7 @@ from pathlib import Path
 import yaml
 
 from .config import save_config
+from .console import LOG_FILE, say
 from .errors import BertkitError
 
 try:
@@ -71,7 +72,6 @@ RECORD_FILE = "bertkit_run.json"
 FINGERPRINT_FILE = "bertkit_fingerprint.json"
 LOCK_FILE = ".bertkit.lock"
 RUN_CONFIG_FILE = "bertkit_config.yaml"
-LOG_FILE = "train.log"  # bertkit/console.py
 RECORD_FORMAT = 1
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
@@ -895,8 +895,6 @@ def _make_parents(folder: Path) -> list[Path]:
     created = [d for d in (folder, *folder.parents) if not d.exists()][::-1]
     if created:
         folder.mkdir(parents=True, exist_ok=True)
-        from .console import say  # here: console imports this module
-
         say(f"created folder {folder}")
     return created
 
