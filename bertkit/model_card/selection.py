@@ -1,6 +1,6 @@
 """How the model of a run was chosen, for its card: after a hyperparameter search (metrics.json `search`) the trials
 table and the best trial's settings in place of the config's, after a seed band (`seeds`) each seed's dev score,
-the mean ± sd of every dev metric, and the kept seed (bertkit/training/search.py and seeds.py write the entries)."""
+the mean ± sd of every dev metric, and the kept seed (bertkit/search.py writes the entries)."""
 
 from __future__ import annotations
 
