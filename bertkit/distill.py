@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from .errors import BertkitError
 from .losses import IGNORE_INDEX
 from .modeling_bert import BertkitForSequenceClassification
-from .training.trainer import FineTuningTrainer
+from .training import FineTuningTrainer
 
 
 @dataclass

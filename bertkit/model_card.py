@@ -12,7 +12,7 @@ CARD_CLASSES label rows, and per-class scores of at most CARD_CLASSES classes, t
 (classification_report.txt's support), with a line for the rest. After a hyperparameter search (metrics.json
 `search`) the card shows the trials table and the best trial's settings in place of the config's; after a seed
 band (`seeds`) each seed's dev score, the mean ± sd of every dev metric, and the kept seed
-(bertkit/training/search.py and seeds.py write the entries). The "How to use" snippet needs only transformers.
+(bertkit/search.py writes the entries). The "How to use" snippet needs only transformers.
 """
 
 from __future__ import annotations

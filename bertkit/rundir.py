@@ -101,8 +101,8 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
 # fingerprint, which a run writes when training begins (old_run_files below).
 USER_NAMED = ("README.md", "*.png")
 
-# Folders a run trains in beside its checkpoint-* ones: a search's trials (training/search.py) and a seed band's
-# seeds (training/seeds.py), each removed when it ends; one left by a kill goes with overwrite=true.
+# Folders a run trains in beside its checkpoint-* ones: a search's trials and a seed band's seeds
+# (bertkit/search.py), each removed when it ends; one left by a kill goes with overwrite=true.
 RUN_FOLDERS = ("trial-*", "seed-*")
 
 

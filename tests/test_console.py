@@ -17,6 +17,7 @@ import transformers
 from rich.console import Console
 
 import bertkit
+import bertkit.llrd
 import bertkit.training
 from bertkit import checkpoints
 from bertkit import console as run_console
@@ -155,15 +156,15 @@ def test_quiet_mode_shows_only_the_summary(captured):
 def test_lr_table_is_one_row_per_layer():
     groups = [("embeddings", 100, 4e-5, 0.01), ("embeddings (no decay)", 10, 4e-5, 0.0),
               ("layer 0", 50, 4.5e-5, 0.01), ("layer 0 (no decay)", 5, 4.5e-5, 0.0), ("head", 3, 5e-5, 0.01)]
-    assert bertkit.training.lr_rows(groups) == {"embeddings": (110, 4e-5), "layer 0": (55, 4.5e-5),
+    assert bertkit.llrd.lr_rows(groups) == {"embeddings": (110, 4e-5), "layer 0": (55, 4.5e-5),
                                                 "head": (3, 5e-5)}
 
 
 def test_lr_table_is_shown_once(captured):
     buffer = captured(100)
     rows = {"embeddings": (110, 4e-5), "layer 0": (55, 4.5e-5)}
-    bertkit.training.show_learning_rates(rows, 0.9, 0.01)
-    bertkit.training.show_learning_rates(rows, 0.9, 0.01)
+    bertkit.llrd.show_learning_rates(rows, 0.9, 0.01)
+    bertkit.llrd.show_learning_rates(rows, 0.9, 0.01)
     assert buffer.getvalue().count("embeddings") == 1
 
 

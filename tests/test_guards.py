@@ -61,7 +61,7 @@ def test_an_exploding_loss_stops_the_run_with_no_completion_record(tiny_model_di
 
 
 def test_the_loss_guard_rule_fires_on_nan_and_sustained_explosions_only():
-    from bertkit.training.guards import LossWatch
+    from bertkit.training import LossWatch
 
     def first_alarm(losses, lr=5e-5, fp16=False):
         watch = LossWatch(lr, fp16)

@@ -7,9 +7,8 @@ from helpers import tiny_config_kwargs
 
 import bertkit
 from bertkit.errors import BertkitError
-from bertkit.optim import build_optimizer, llrd_param_groups, lr_table
+from bertkit.llrd import build_optimizer, llrd_param_groups, lr_table, optimizer_with_llrd
 from bertkit.precision import resolve_precision
-from bertkit.training import optimizer_with_llrd
 
 
 def tiny_classifier(layers=3):

@@ -32,7 +32,7 @@ def test_every_recipe_pushes_through_the_rank_safe_helper(recipe):
 def test_the_end_of_a_run_pushes_once_through_the_rank_safe_helper(monkeypatch, repo):
     from types import SimpleNamespace
 
-    from bertkit.training import trainer
+    from bertkit import training as trainer
 
     calls = []
     monkeypatch.setattr(trainer, "run_summary", lambda *args: None)

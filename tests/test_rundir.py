@@ -420,7 +420,7 @@ def test_the_lock_is_taken_by_rank_zero_only(tmp_path, monkeypatch):
         run = RunOptions(output_dir=str(tmp_path / "run"))
 
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setattr("bertkit.training.run.config_to_dict", lambda cfg: {})
+    monkeypatch.setattr("bertkit.training.config_to_dict", lambda cfg: {})
     start_run(Cfg(), "classify")
     assert not (tmp_path / "run").exists()
     monkeypatch.setenv("RANK", "0")

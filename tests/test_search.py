@@ -240,7 +240,7 @@ def test_cli_exits_2_on_a_bad_range(choice_data, tmp_path):
 
 
 def test_a_missing_optuna_is_one_line_with_the_install_command(monkeypatch):
-    from bertkit.training.search import load_optuna
+    from bertkit.search import load_optuna
 
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
     with pytest.raises(BertkitError, match=r"pip install 'bertkit\[search\]'"):
@@ -259,7 +259,7 @@ def test_a_recipe_without_a_model_builder_refuses_a_search_before_clearing_anyth
     from types import SimpleNamespace
 
     from bertkit.options import FineTuning, SearchOptions
-    from bertkit.training.run import repeated_training
+    from bertkit.training import repeated_training
 
     cfg = SimpleNamespace(tune=FineTuning(search=SearchOptions(trials=2)))
     with pytest.raises(BertkitError, match="search.trials is not available for this recipe"):
@@ -277,7 +277,7 @@ def test_overwrite_clears_trial_and_seed_folders_a_killed_run_left(tmp_path):
 def test_each_trial_or_seed_starts_with_no_evaluations_without_gain():
     from types import SimpleNamespace
 
-    from bertkit.training.chosen import reset_early_stopping
+    from bertkit.search import reset_early_stopping
 
     stopping = transformers.EarlyStoppingCallback(early_stopping_patience=2)
     stopping.early_stopping_patience_counter = 1  # what the previous trial / seed left

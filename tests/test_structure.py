@@ -17,15 +17,17 @@ TASK_NAMES = sorted({task.name for task in tasks.TASKS})
 LAYERS = {
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
     "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
-    "bertkit.optim": 0, "bertkit.windows": 0, "bertkit.padding": 0,
+    "bertkit.windows": 0, "bertkit.padding": 0,
     "bertkit.modeling_bert": 1, "bertkit.modeling_document": 1,
     "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.precision": 2,
     "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
     "bertkit.config": 2,  # typed settings from YAML and mappings: recipes' configs and the tasks' saved Settings
+    "bertkit.llrd": 2,  # layer-wise learning-rate decay: the AdamW groups, their table (console)
     "bertkit.tasks": 3,
     "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.model_card": 4,
     "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
     "bertkit.diagnose": 4, "bertkit.serve": 4,
+    "bertkit.search": 4,  # hyperparameter search and seed bands: several trainings on one Trainer
     "bertkit.cli": 5, "bertkit.__main__": 5,
 }
 LAYER_NAMES = ["base", "model", "data/run-dir/console", "tasks", "Trainer wiring", "CLI"]
@@ -145,7 +147,8 @@ def test_task_modules_load_without_the_trainer_wiring():
 
     code = ("import sys, bertkit.tasks as t\n"
             "[t.task_module(n) for n in ('classify', 'ner', 'qa', 'choice', 'mlm')]\n"
-            "wiring = ('bertkit.training', 'bertkit.checks', 'bertkit.cli', 'bertkit.hub', 'bertkit.model_card')\n"
+            "wiring = ('bertkit.training', 'bertkit.search', 'bertkit.checks', 'bertkit.cli', 'bertkit.hub', "
+            "'bertkit.model_card')\n"
             "print(sorted(m for m in sys.modules if m in wiring or m.startswith(tuple(w + '.' for w in wiring))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

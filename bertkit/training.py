@@ -1,0 +1,497 @@
+"""The Trainer wiring: what every recipe's main does around `transformers.Trainer`, from its run options and
+fine-tuning knobs (bertkit/options.py). Start the run (hold the run directory, resume), check the model against
+data.max_length, TrainingArguments from the config's `train:` block, LoRA, the fine-tuning Trainer (bertkit's LLRD
+AdamW, bertkit/llrd.py, built when training starts; a loss guard that stops a diverged run), train (one training, or
+a search or seed band: bertkit/search.py), merge LoRA, gather the results, then save what a run leaves behind (model,
+metrics.json, training curve, resolved config, model card) and, last, its completion record; report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+import transformers
+import yaml
+
+from . import rundir
+from .config import config_to_dict
+from .console import is_main_process, mode, run_log, run_summary, say, use_display
+from .errors import BertkitError
+from .hub import push_finished_run
+from .llrd import check_optimizer, optimizer_with_llrd
+from .model_card import render_model_card
+from .options import LoraOptions
+from .precision import resolve_precision
+from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
+from .search import choice_rows, load_optuna, run_search, run_seeds
+
+logger = logging.getLogger("bertkit")
+
+
+def begin(cfg, recipe: str) -> float:
+    """The first line of every main: seed, hold output_dir (start_run: an old run there is refused unless
+    overwrite=true); returns the start time `results` measures the wall time from."""
+    started = time.perf_counter()
+    transformers.set_seed(cfg.run.seed)
+    start_run(cfg, recipe)
+    return started
+
+
+def check_positions(max_length: int, config) -> None:
+    """Refuse a data.max_length longer than the model's position table, before its weights are loaded."""
+    if max_length > config.max_position_embeddings:
+        raise BertkitError(f"data.max_length={max_length} is more than the model's "
+                           f"{config.max_position_embeddings} positions — set data.max_length<="
+                           f"{config.max_position_embeddings}")
+
+
+class FineTuningTrainer(transformers.Trainer):
+    """transformers.Trainer whose optimizer is bertkit's AdamW with layer-wise learning-rate decay, built when
+    training starts rather than handed in: a Trainer with `model_init` (a search's trials rebuild the model) cannot
+    take `optimizers=`, and each new model needs its own parameter groups."""
+
+    def __init__(self, *args, llrd: float = 1.0, head_lr: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_optimizer(self.args, llrd, head_lr)  # now, not when training starts and an old run is gone
+        self.llrd, self.head_lr = llrd, head_lr
+        self.add_callback(LossGuard(self))  # a NaN / exploding loss stops the run: no completion record (LossGuard)
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is None:
+            self.optimizer = optimizer_with_llrd(self.model if model is None else model, self.args, self.llrd,
+                                                 self.head_lr)
+        return self.optimizer if self.optimizer is not None else super().create_optimizer(model)
+
+    def _report_to_hp_search(self, trial, step, metrics):
+        # A search's trials differ in batch size, so the same global step is a different point of training in each:
+        # number the reports by evaluation, so that the pruner compares trials after the same share of training.
+        evaluations = sum(1 for entry in self.state.log_history if "eval_runtime" in entry)
+        return super()._report_to_hp_search(trial, evaluations, metrics)
+
+
+def several_trainings(cfg) -> bool:
+    """Whether cfg asks for a search (search.trials) or a seed band (seeds): several trainings on one Trainer, so
+    a callback that remembers things by step would mix them up."""
+    tune = getattr(cfg, "tune", None)
+    return tune is not None and bool(tune.search.trials or tune.seeds)
+
+
+def _model_and_init(cfg, model, model_init=None) -> tuple:
+    """(model, model_init) for Trainer, from a model or a function building one (or both): a search or seed band
+    hands Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the
+    model."""
+    builder = model_init or (None if isinstance(model, torch.nn.Module) else model)
+    if builder is not None and several_trainings(cfg):
+        return None, builder
+    if isinstance(model, torch.nn.Module):
+        return model, None
+    transformers.set_seed(cfg.run.seed)  # as Trainer seeds before a model_init: the new head drawn from the seed
+    return model(), None
+
+
+def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
+                        data_collator=None, trainer_class=FineTuningTrainer, model_init=None,
+                        **trainer_options) -> tuple[transformers.Trainer, str | None]:
+    """A Trainer of `model` (the model, or a function of no arguments building a fresh one: what search.trials and
+    seeds need; or the model and such a function as `model_init`, for a recipe that uses the model it built) over
+    `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise learning-rate
+    decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
+    evaluations without gain. `selection` is the task's metric for the best checkpoint; returned with the trainer is
+    the one in force (train.metric_for_best_model may name another)."""
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              selection)
+    callbacks = list(trainer_options.pop("callbacks", []))
+    if cfg.tune.early_stopping_patience and dev is not None:
+        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
+    model, model_init = _model_and_init(cfg, model, model_init)
+    trainer = trainer_class(
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer, data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_metrics, callbacks=callbacks, llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
+        **trainer_options)
+    return trainer, selection_metric(args, selection)
+
+
+def merge_lora(trainer: transformers.Trainer, lora) -> None:
+    """Before the final model is saved: LoRA adapters merged into the weights when lora.merge says so."""
+    if lora.enabled and lora.merge:
+        trainer.model = trainer.model.merge_and_unload()
+
+
+def results(metrics: dict, train_result, started: float, **entries) -> dict:
+    """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the recipe's
+    own `entries`, how a search or seed band chose the model (`search` / `seeds`, run_trainer), and the wall time
+    since `started` (begin)."""
+    return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
+            **getattr(train_result, "choice", {}), "wall_time_s": round(time.perf_counter() - started, 1)}
+
+
+def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
+    """The end of every run: the summary table with the next commands, then the push (cfg.run.push) of the finished
+    run directory. After a search or seed band (metrics.json's `search` / `seeds`), the rows say how the model was
+    chosen: the best trial and its settings, or each dev metric as mean ± sd over the seeds."""
+    rows = choice_rows(rows, _read_choice(Path(output_dir) / METRICS_FILE))
+    run_summary(title, {**rows, "saved to": str(output_dir)}, output_dir, recipe)
+    if cfg.run.push:
+        push_finished_run(output_dir, cfg.run.push)
+
+
+def _read_choice(path: Path) -> dict:
+    """metrics.json's `search` / `seeds` entry ({} for one training, or where rank 0 wrote none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: data[key] for key in ("search", "seeds") if isinstance(data, dict) and key in data}
+
+
+def training_arguments(train: dict, output_dir: str, precision: str, seed: int, has_eval: bool,
+                       metric_for_best: str | None, greater_is_better: bool = True) -> transformers.TrainingArguments:
+    """TrainingArguments from the config's `train:` block, plus what the recipe decides: precision, seed,
+    evaluation and checkpoint each epoch with best-model selection when there is a dev split."""
+    flags, message = resolve_precision(precision)
+    say(message)
+    args = {**trainer_kwargs(train, output_dir, seed, has_eval, metric_for_best, greater_is_better), **flags}
+    args.setdefault("disable_tqdm", mode() != "verbose")  # bertkit's display instead (console.use_display)
+    if has_eval and args.get("dataloader_drop_last"):
+        say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
+            "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
+            "per process")
+    return transformers.TrainingArguments(**args)
+
+
+def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metric_for_best: str | None,
+                   greater_is_better: bool = True) -> dict:
+    """The TrainingArguments keywords of a run, precision aside: bertkit's defaults, the `train:` block over them,
+    and with a dev split evaluation on the save schedule and best-model selection. Pure, so that `bertkit validate`
+    (bertkit/checks.py) checks the very settings `training_arguments` passes on."""
+    args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
+            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2,
+            # a NaN step shows in the logged loss, where LossGuard (below) stops the run; Trainer's filter would
+            # log the mean of the finite steps instead, or 0.0 when every step of the window is NaN
+            "logging_nan_inf_filter": False, **train}
+    if has_eval:
+        args.setdefault("eval_strategy", args["save_strategy"])
+        args.setdefault("load_best_model_at_end", True)
+        if metric_for_best and "metric_for_best_model" not in train:  # else TrainingArguments' default direction
+            args["metric_for_best_model"] = metric_for_best  # (higher is better unless the name ends in loss)
+            args.setdefault("greater_is_better", greater_is_better)
+    return args
+
+
+def selection_metric(args: transformers.TrainingArguments, default: str | None) -> str | None:
+    """The dev metric that picks the best checkpoint: the recipe's `default` unless train.metric_for_best_model
+    overrides it (without Trainer's eval_ prefix)."""
+    return args.metric_for_best_model.removeprefix("eval_") if args.metric_for_best_model else default
+
+
+def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save: list[str] | None = None):
+    """Wrap the model with LoRA adapters (peft). The task head stays fully trainable: peft's task types know their
+    head; without one (peft has no multiple-choice type), name it in `modules_to_save` (trained in full, saved with
+    the adapter)."""
+    from peft import LoraConfig, get_peft_model
+
+    check_lora_targets(model, options.target_modules)
+    lora = LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
+                      target_modules=list(options.target_modules), modules_to_save=modules_to_save)
+    model = get_peft_model(model, lora)
+    trainable, total = model.get_nb_trainable_parameters()
+    also = f" (+ {', '.join(modules_to_save)})" if modules_to_save else ""
+    say(f"LoRA r={options.r} on {', '.join(options.target_modules)}{also}: {trainable:,} of {total:,} parameters train")
+    return model
+
+
+def check_lora_targets(model, targets: list[str]) -> None:
+    """Each of lora.target_modules must name layers peft can wrap (it matches the end of a module's dotted name):
+    one line listing the linear layers there are, instead of peft's error."""
+    wrappable = [name for name, module in model.named_modules()
+                 if isinstance(module, (torch.nn.Linear, torch.nn.Embedding))]
+    for target in targets:
+        if not any(name == target or name.endswith("." + target) for name in wrappable):
+            linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if isinstance(module, torch.nn.Linear)})
+            raise BertkitError(f"config key 'lora.target_modules': {target!r} names no linear layer of this model — "
+                               f"use some of {', '.join(linear)} (e.g. lora.target_modules=[query,value])")
+
+
+# ------------------------------------------------------------------------------------------------ loss guard
+# A run whose training loss turns NaN / inf or explodes stops with one line, instead of training on and saving a
+# broken model as a success: no completion record is written (finish_run never runs), the exit code is 2 (the
+# learning rate, or the precision, is a setting to change), and the line names the step, the loss and the likely
+# cause.
+#
+# The rule (LossWatch), over the losses Trainer logs (each the mean over logging_steps steps):
+# - a NaN or inf loss stops the run at once (bertkit turns off Trainer's logging_nan_inf_filter, which would
+#   otherwise log a run of NaN steps as the mean of the finite ones, or as 0.0);
+# - an explosion is a logged loss above max(10 x the first logged loss, the first + 10) twice in a row, or at the
+#   last log of the run. One spike that comes back down is a noisy batch, not a diverged model: a batch-1 run's
+#   confident mistake can log 6-9 once; a diverged one stays up (0.69 -> 40 -> 271 at learning rate 1e3).
+
+EXPLODES_BY = 10.0  # a loss this many times the first logged one (and at least FLOOR above it) has exploded
+FLOOR = 10.0
+SUSTAINED = 2  # logged losses in a row over the line
+
+
+def _rate(value: float) -> str:
+    """A learning rate as YAML reads it back as a float: 1.0e2, 3.0e-5."""
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _loss(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+class LossWatch:
+    """The rule, apart from Trainer: `check(step, loss)` for each logged loss and `at_end()` when training ends
+    return the one-line problem, or None."""
+
+    def __init__(self, learning_rate: float, fp16: bool = False):
+        self.learning_rate, self.fp16 = float(learning_rate), fp16
+        self.first: tuple[int, float] | None = None
+        self.over: list[tuple[int, float]] = []
+        self.last: tuple[int, float] | None = None
+
+    def limit(self) -> float | None:
+        if self.first is None:
+            return None
+        first = self.first[1]
+        return max(EXPLODES_BY * first, first + FLOOR)
+
+    def check(self, step: int, loss: float) -> str | None:
+        loss = float(loss)
+        if not math.isfinite(loss):
+            return self._problem(step, loss, "the training loss is " + _loss(loss) + " (the weights diverged)")
+        if self.first is None:
+            self.first = (step, loss)
+        self.last = (step, loss)
+        if loss > self.limit():
+            self.over.append((step, loss))
+            if len(self.over) >= SUSTAINED:
+                return self._exploded(step, loss)
+        else:
+            self.over = []
+        return None
+
+    def at_end(self) -> str | None:
+        """A run that ends with its last logged loss over the line has diverged, however briefly it was there."""
+        if self.over and self.last is not None and self.over[-1] == self.last:
+            return self._exploded(*self.last)
+        return None
+
+    def _exploded(self, step: int, loss: float) -> str:
+        first_step, first = self.first
+        return self._problem(step, loss, f"the training loss exploded to {_loss(loss)} (from {_loss(first)} at step "
+                                         f"{first_step}; more than {EXPLODES_BY:g}x)")
+
+    def _problem(self, step: int, loss: float, what: str) -> str:
+        lower = _rate(self.learning_rate / 10)
+        cause = (f"the learning rate {self.learning_rate:g} is likely too high: try train.learning_rate={lower} "
+                 "(10x lower)")
+        if self.fp16:
+            cause += "; or an fp16 overflow: try precision=bf16 or precision=fp32"
+        return f"training stopped at step {step}: {what} — {cause}"
+
+
+class LossGuard(transformers.TrainerCallback):
+    """LossWatch on a Trainer: raises BertkitError (so finish_run and its completion record never run) at the
+    logged loss that breaks the rule, or at the end of training. In a hyperparameter search the trial stops instead,
+    with a line, and the search goes on with the next trial (a high learning rate is what some trials try)."""
+
+    def __init__(self, trainer: transformers.Trainer):
+        self.trainer = trainer
+        self.watch: LossWatch | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.watch = LossWatch(args.learning_rate, bool(args.fp16))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if self.watch is None:
+            self.on_train_begin(args, state, control)
+        problem = None
+        if "loss" in logs:
+            problem = self.watch.check(state.global_step, logs["loss"])
+        elif isinstance(logs.get("train_loss"), float) and not math.isfinite(logs["train_loss"]):
+            problem = self.watch.check(state.global_step, logs["train_loss"])
+        self._stop(problem, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.watch is not None:
+            self._stop(self.watch.at_end(), control)
+
+    def _stop(self, problem: str | None, control) -> None:
+        if problem is None:
+            return
+        if getattr(self.trainer, "hp_search_backend", None) is not None and getattr(self.trainer, "_trial", None):
+            say(f"search trial stopped: {problem}")
+            control.should_training_stop = True
+            return
+        for callback in self.trainer.callback_handler.callbacks:  # a live progress bar would swallow the line
+            stop = getattr(callback, "stop_display", None)
+            if callable(stop):
+                stop()
+        raise BertkitError(problem)
+
+
+
+
+def start_run(cfg, recipe: str) -> None:
+    """First thing a recipe's main does, before loading anything (bertkit/rundir): hold output_dir for this run,
+    refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
+    `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
+    config = config_to_dict(cfg)
+    run_log.start(f"bertkit run {recipe}, output_dir {cfg.run.output_dir}")  # into train.log once training starts
+    run_log.write("resolved config:\n" + yaml.safe_dump(config, sort_keys=False, allow_unicode=True).rstrip())
+    if not is_main_process():
+        return
+    rundir.start(cfg.run.output_dir, recipe, config, overwrite=cfg.run.overwrite,
+                 resume=cfg.run.resume, say=say)
+
+
+def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
+    """`resume=true` -> the newest complete checkpoint in output_dir (error if none; a partial one, left by a kill
+    while saving, is passed over with a line saying so); a path -> that checkpoint, if complete."""
+    if resume in (False, None, "", "false"):
+        return None
+    if resume is True or resume == "true":
+        checkpoints = rundir.checkpoints_newest_first(Path(output_dir)) if Path(output_dir).is_dir() else []
+        if not checkpoints:
+            raise BertkitError(f"resume=true but {output_dir} has no checkpoint-* directory — run without resume "
+                               "first, or give resume=<checkpoint path>")
+        for checkpoint in checkpoints:
+            problem = rundir.checkpoint_problem(checkpoint)
+            if problem is None:
+                return str(checkpoint)
+            say(f"{checkpoint.name} is incomplete ({problem}: interrupted while saving?) — passing over it")
+        raise BertkitError(f"resume=true but no checkpoint in {output_dir} is complete (newest: {checkpoints[0].name}"
+                           f", {rundir.checkpoint_problem(checkpoints[0])}) — rerun with overwrite=true")
+    if not Path(resume).is_dir():
+        raise BertkitError(f"resume checkpoint {resume} does not exist — give a checkpoint-* directory or resume=true")
+    problem = rundir.checkpoint_problem(Path(resume))
+    if problem:
+        raise BertkitError(f"resume checkpoint {resume} is incomplete ({problem}) — give an earlier checkpoint-* "
+                           "directory, or resume=true for the newest complete one")
+    return str(resume)
+
+
+def run_trainer(trainer: transformers.Trainer, cfg):
+    """trainer.train(), resuming as cfg.run.resume says; or a hyperparameter search (search.trials) or a seed band
+    (seeds; both bertkit/search.py), which leave the chosen model on `trainer`. A full disk while saving a checkpoint
+    is one line saying where and which checkpoint was kept."""
+    repeated = repeated_training(trainer, cfg)
+    checkpoint = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
+    if checkpoint:
+        say(f"resuming from {checkpoint}")
+    if is_main_process():
+        # the old run that overwrite=true replaces goes now, not before a typo is found
+        rundir.begin(cfg.run.output_dir, say)
+        run_log.open(cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
+    use_display(trainer)
+    with rundir.disk_full_guard(cfg.run.output_dir, "a checkpoint"):
+        if repeated is not None:
+            return repeated()
+        return trainer.train(resume_from_checkpoint=checkpoint)
+
+
+def repeated_training(trainer: transformers.Trainer, cfg):
+    """The search or seed band cfg asks for, as a function to call; None for one training. Refused (before the old
+    run is cleared) for a recipe whose trainer cannot rebuild its model."""
+    tune = getattr(cfg, "tune", None)
+    key = ("search.trials" if tune is not None and tune.search.trials else
+           "seeds" if tune is not None and tune.seeds else None)
+    if key is None:
+        return None
+    if trainer.model_init is None:
+        raise BertkitError(f"{key} is not available for this recipe (its trainer cannot rebuild the model for every "
+                           f"run) — remove {key}; ner, qa, choice, classify and distill support it")
+    if key == "search.trials":
+        load_optuna()  # a missing optuna is said now, before the old run is cleared
+        return lambda: run_search(trainer, cfg)
+    return lambda: run_seeds(trainer, tune.seeds)
+
+
+def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
+               extra_files: dict | None = None) -> Path:
+    """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
+    path it is given), the curve, the resolved config and the model card; then, last, the completion record
+    (bertkit/rundir) that makes the directory a finished run, and let go of the directory."""
+    output_dir = Path(trainer.args.output_dir)
+    main = trainer.is_world_process_zero()
+    if main:
+        rundir.remove_record(output_dir)  # from here until the record, a kill leaves the directory visibly unfinished
+    with rundir.disk_full_guard(output_dir, "the final model"):
+        trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
+        if not main:
+            return output_dir
+        if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config beside it
+            model = trainer.model.get_base_model()
+            model.config.architectures = [type(model).__name__]
+            model.config.save_pretrained(output_dir)
+        write_json(output_dir / METRICS_FILE, metrics)
+        write_json(output_dir / LOG_HISTORY_FILE, trainer.state.log_history)  # read by `bertkit diagnose`
+        for name, content in (extra_files or {}).items():
+            target = output_dir / name
+            if callable(content):
+                content(target)
+                continue
+            target.write_text(content if isinstance(content, str) else
+                              json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+        save_run_config(cfg, str(output_dir), recipe)
+        _write_model_card(output_dir)
+        rundir.write_record(output_dir, recipe)
+    rundir.release(output_dir)
+    return output_dir
+
+
+def _write_model_card(output_dir: Path) -> None:
+    try:
+        (output_dir / "README.md").write_text(render_model_card(output_dir), encoding="utf-8")
+    except BertkitError as error:  # the model is saved; a card problem must not lose the run
+        logger.warning("model card not written: %s", error)
+
+
+def plot_training_curve(log_history: list[dict], path: Path, metric: str | None) -> Path | None:
+    """Training loss (and eval loss / the eval metric) against step, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(e["step"], e["loss"]) for e in log_history if "loss" in e and "step" in e]
+    evals = [e for e in log_history if "eval_loss" in e]
+    if not train and not evals:
+        return None
+    figure, loss_axis = plt.subplots(figsize=(7, 4))
+    if train:
+        loss_axis.plot(*zip(*train), label="train loss", color="tab:blue")
+    if evals:
+        loss_axis.plot([e["step"] for e in evals], [e["eval_loss"] for e in evals], "o-", label="dev loss",
+                       color="tab:orange")
+    loss_axis.set_xlabel("step")
+    loss_axis.set_ylabel("loss")
+    key = f"eval_{metric}" if metric else None
+    if key and any(key in e for e in evals):
+        metric_axis = loss_axis.twinx()
+        metric_axis.plot([e["step"] for e in evals if key in e], [e[key] for e in evals if key in e], "s--",
+                         color="tab:green", label=f"dev {metric}")
+        metric_axis.set_ylabel(f"dev {metric}")
+        metric_axis.legend(loc="upper right")
+    loss_axis.legend(loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+__all__ = [
+    "begin", "check_positions", "FineTuningTrainer", "several_trainings", "fine_tuning_trainer", "merge_lora",
+    "results", "report", "training_arguments", "trainer_kwargs", "selection_metric", "add_lora",
+    "check_lora_targets", "LossWatch", "LossGuard", "EXPLODES_BY", "FLOOR", "start_run", "resume_checkpoint",
+    "run_trainer", "finish_run", "plot_training_curve",
+]
