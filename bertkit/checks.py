@@ -144,7 +144,7 @@ def check_data_file(path: str | None, key: str, hub: bool = True) -> None:
         return
     if os.path.isdir(path):
         raise ConfigValueError(key, f"config key '{key}': {path} is a folder — point {key} at one data file in it")
-    from .data.readers import looks_like_hub_name
+    from .datafiles import looks_like_hub_name
 
     if hub and looks_like_hub_name(str(path)):
         return

@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from .data import duplicate_and_overlap_report, load_split, read_table, resolve_columns
+from .datafiles import read_table, resolve_columns
+from .splits import duplicate_and_overlap_report, load_split
 from .tasks.classify.long_docs import LongDocConfig, covered, plan_windows, short_segment_keep
 
 

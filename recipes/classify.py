@@ -24,7 +24,7 @@ from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import check_max_length, check_recipe, require
 from bertkit.config import INLINE
 from bertkit.console import capped, say
-from bertkit.data import LabelSpace
+from bertkit.labels import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults

@@ -25,7 +25,7 @@ from bertkit.checkpoints import load_finetuned, load_pretrained, load_tokenizer,
 from bertkit.checks import check_data_file, check_max_length, check_model, check_recipe, require
 from bertkit.config import INLINE
 from bertkit.console import capped, say
-from bertkit.data import LabelSpace
+from bertkit.labels import LabelSpace
 from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
                              student_from_teacher)
 from bertkit.errors import BertkitError

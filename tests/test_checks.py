@@ -1,6 +1,6 @@
 """Every value is checked where it is set: `bertkit validate` refuses, with one line naming the key and where it was
 set (exit code 2), what used to be accepted and then silently trained wrong or crashed deep in a library — before
-any model or data is loaded. Labels are never guessed silently (bertkit/data/labels.py)."""
+any model or data is loaded. Labels are never guessed silently (bertkit/labels.py)."""
 
 import os
 import subprocess
@@ -12,7 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from bertkit.cli import app
-from bertkit.data import LabelSpace, load_split
+from bertkit.labels import LabelSpace
+from bertkit.splits import load_split
 from bertkit.errors import BertkitError
 
 runner = CliRunner()

@@ -1,5 +1,5 @@
-"""bertkit.data: every file format, every input mistake (one-line messages that name file, line and column),
-column detection, label spaces, and the shipped sample datasets."""
+"""bertkit.datafiles, bertkit.labels and bertkit.splits: every file format, every input mistake (one-line messages
+that name file, line and column), column detection, label spaces, and the shipped sample datasets."""
 
 import json
 from pathlib import Path
@@ -9,16 +9,9 @@ import pandas as pd
 import pytest
 import transformers
 
-from bertkit.data import (
-    ColumnMap,
-    LabelSpace,
-    check_texts,
-    duplicate_and_overlap_report,
-    load_split,
-    read_table,
-    resolve_columns,
-    row_location,
-)
+from bertkit.datafiles import ColumnMap, read_table, resolve_columns, row_location
+from bertkit.labels import LabelSpace
+from bertkit.splits import check_texts, duplicate_and_overlap_report, load_split
 from bertkit.errors import BertkitError
 
 DATA = Path(__file__).resolve().parent.parent / "data"

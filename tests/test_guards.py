@@ -113,7 +113,7 @@ def test_comma_joined_labels_are_refused_with_the_keys_that_say_multi_label(tiny
 
 
 def test_label_kind_single_keeps_combinations_and_multi_splits_them():
-    from bertkit.data import LabelSpace
+    from bertkit.labels import LabelSpace
 
     values = [label for _, label in combination_rows()]
     with pytest.raises(BertkitError, match="data.label_delimiter=','"):
@@ -242,7 +242,7 @@ def many_classes(classes: int, rows: int, seed: int = 0):
 
 
 def test_5000_classes_keep_every_per_class_output_bounded(tmp_path):
-    from bertkit.data import LabelSpace
+    from bertkit.labels import LabelSpace
     from bertkit.metrics import classification_report_text, confusion_matrix_table
     from bertkit.model_card import render_model_card
     from bertkit.tasks.classify.scoring import score

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification
 from bertkit.cli import app
-from bertkit.data import ColumnMap, LabelSpace
+from bertkit.datafiles import ColumnMap
+from bertkit.labels import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.inspection import coverage_report, document_coverage
 from bertkit.tasks.classify import Classifier, compute_metrics_fn, encode, predict_probabilities

@@ -19,7 +19,8 @@ LAYERS = {
     "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
     "bertkit.windows": 0, "bertkit.padding": 0,
     "bertkit.modeling_bert": 1, "bertkit.modeling_document": 1,
-    "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.precision": 2,
+    "bertkit.datafiles": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.precision": 2,
+    "bertkit.labels": 2, "bertkit.splits": 2,  # label maps; a split read, checked and label-encoded
     "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
     "bertkit.config": 2,  # typed settings from YAML and mappings: recipes' configs and the tasks' saved Settings
     "bertkit.llrd": 2,  # layer-wise learning-rate decay: the AdamW groups, their table (console)

@@ -20,7 +20,7 @@ import torch
 
 from ..checkpoints import load_finetuned, load_tokenizer
 from ..console import ExamplesProgress
-from ..data import read_table, row_location
+from ..datafiles import read_table, row_location
 from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice

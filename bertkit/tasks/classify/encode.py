@@ -6,7 +6,9 @@ from __future__ import annotations
 import datasets
 import numpy as np
 
-from bertkit.data import ColumnMap, LabelSpace, load_split
+from bertkit.datafiles import ColumnMap
+from bertkit.labels import LabelSpace
+from bertkit.splits import load_split
 
 from .long_docs import LongDocConfig, Windows, encode_documents, first_windows, warn_capped
 

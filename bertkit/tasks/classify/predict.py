@@ -17,7 +17,8 @@ import torch
 
 from bertkit import tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer
-from bertkit.data import ColumnMap, LabelSpace
+from bertkit.datafiles import ColumnMap
+from bertkit.labels import LabelSpace
 from bertkit.console import ExamplesProgress
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import transformers
 
-from bertkit.data import LabelSpace
+from bertkit.labels import LabelSpace
 from bertkit.metrics import (ClassificationMetric, MultiLabelMetric, RegressionMetric, best_threshold,
                              classification_report_text, confusion_matrix_table)
 

@@ -28,7 +28,7 @@ class Settings:
     """Texts longer than max_length: head / tail / head_tail truncation or chunk windows, as the run trained."""
 
     def columns(self) -> dict:
-        """The column overrides bertkit.data.load_split takes."""
+        """The column overrides bertkit.splits.load_split takes."""
         return {key: getattr(self, key) for key in COLUMN_KEYS}
 
     def check(self, kind: str | None = None) -> None:

@@ -126,11 +126,11 @@ def read_lines(path: str, text_column: str | None = None, cache_dir: str | None 
     if os.path.isfile(path) and suffix in _TABLE_LOADERS:
         loader, options = _TABLE_LOADERS[suffix]
         table = _load(path, loader, options, cache_dir)
-    else:  # a Hub dataset (or a file kind only bertkit's own readers take): read as bertkit.data reads tables
-        from bertkit.data import read_table
+    else:  # a Hub dataset (or a file kind only bertkit's own readers take): read as bertkit.datafiles reads tables
+        from bertkit.datafiles import read_table
 
         table = read_table(path)
-    from bertkit.data import resolve_columns
+    from bertkit.datafiles import resolve_columns
 
     column = resolve_columns(table.features, path, text=text_column, require_label=False).text
     fingerprint = step_fingerprint(table._fingerprint, "cells-to-lines", column=column)

@@ -37,7 +37,7 @@ def read_examples(path: str, text_column: str | None = None) -> list[list[str]]:
     """A corpus as documents of paragraphs. A .txt file: one paragraph per line, blank lines between documents.
     A table (csv, tsv, json, jsonl, parquet, Hub dataset): one document per row of the text column, its lines the
     paragraphs."""
-    from bertkit.data import read_table, resolve_columns
+    from bertkit.datafiles import read_table, resolve_columns
 
     table = read_table(path)
     if str(path).lower().endswith(".txt"):

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.data import json_lines, read_table, read_text, resolve_columns, row_location
+from bertkit.datafiles import json_lines, read_table, read_text, resolve_columns, row_location
 from bertkit.errors import BertkitError
 
 from .tags import repair_tags, scheme_violations, split_tag

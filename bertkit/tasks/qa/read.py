@@ -74,7 +74,7 @@ def read_examples(path: str, require_answers: bool = True) -> tuple[list[QAExamp
     {"text", "answer_start"}. `require_answers=False` reads questions to predict on (answers optional)."""
     if not Path(path).is_file():
         raise BertkitError(f"{path} does not exist — give a SQuAD-style .json file or a .jsonl file of questions")
-    from ...data import read_text  # strict UTF-8, BOM, empty-file and encoding-guess errors
+    from ...datafiles import read_text  # strict UTF-8, BOM, empty-file and encoding-guess errors
 
     text = read_text(path)
     report = ReadReport(path=str(path))
@@ -110,7 +110,7 @@ def _records(path: str, text: str):
     if isinstance(whole, dict) and "context" not in whole:
         yield from _squad_records(path, whole)
         return
-    from ...data import json_lines
+    from ...datafiles import json_lines
 
     for number, row in json_lines(path, text):
         yield _flat(path, row, f"line {number}")

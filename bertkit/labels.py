@@ -1,4 +1,11 @@
-"""What the labels are (single-label, multi-label, regression), how each value encodes, and missing labels."""
+"""Label maps: what the labels are (single-label, multi-label, regression), how each value encodes, and missing
+labels.
+
+    LabelSpace.from_values(ds["label"])             -> LabelSpace(kind="single", names=["negative", "positive"])
+
+Labels are never guessed silently: a column that breaks its own pattern in a few rows, spells one label in two
+cases, or joins several labels with another separator is refused with a one-line `BertkitError` naming the rows.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +19,7 @@ import datasets
 
 from bertkit.errors import BertkitError
 
-from .delimited import FLOAT_CELL
-from .messages import clip, listing
-from .rows import row_location
+from .datafiles import FLOAT_CELL, clip, listing, row_location
 
 
 LabelKind = Literal["single", "multi", "regression"]
