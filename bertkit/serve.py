@@ -289,7 +289,7 @@ class MaskedLMEndpoint:
     name = "mlm"
 
     def __init__(self, run_dir: str):
-        from .tasks.mlm.fill_mask import TOP_K, load_predictor
+        from .tasks.mlm import TOP_K, load_predictor
 
         self.predictor = predictor = load_predictor(run_dir)
         self.mask, self.top_k = predictor.tokenizer.mask_token, TOP_K

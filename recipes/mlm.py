@@ -39,17 +39,14 @@ from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, RunOptions, training_defaults
 from bertkit.tasks import settings_dict
-from bertkit.tasks.mlm import Settings
-from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows, NspPairs
-from bertkit.tasks.mlm.corpus import Corpus, default_num_proc, open_corpus, tokenized_file
-from bertkit.tasks.mlm.evaluation import masked_perplexity
-from bertkit.tasks.mlm.heads import load_mlm_model, say_new_heads, warm_up_new_head
-from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, PretrainingCollator, mask_once
-from bertkit.tasks.mlm.streaming import (first_texts_of, held_by_hash, stream_examples, stream_lines,
-                                         streaming_dataset, take)
+from bertkit.tasks.mlm import Settings, load_mlm_model, masked_perplexity, say_new_heads, warm_up_new_head
+from bertkit.tasks.mlm.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, default_num_proc, first_texts_of,
+                                      held_by_hash, open_corpus, stream_examples, stream_lines, streaming_dataset,
+                                      take, tokenized_file)
 from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scratch_size, train_wordpiece,
                                           write_vocab_txt)
-from bertkit.tasks.mlm.words import resolve_whole_word
+from bertkit.tasks.mlm.whole_word_masking import (MaskingCollator, MaskingEpochCallback, PretrainingCollator,
+                                                  mask_once, resolve_whole_word)
 from bertkit.training import (FineTuningTrainer, begin, check_positions, finish_run, report, resume_checkpoint,
                               run_trainer, several_trainings, training_arguments)
 

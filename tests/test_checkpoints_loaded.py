@@ -305,7 +305,7 @@ def test_minilm_loads_for_every_fine_tuning_head(minilm_dir, head):
 
 
 def test_minilm_loads_for_mlm_with_a_new_head(minilm_dir):
-    from bertkit.tasks.mlm.heads import load_mlm_model
+    from bertkit.tasks.mlm import load_mlm_model
 
     _, report = load_mlm_model(minilm_dir)
     assert report["mlm_head"] == "new" and report["pooler"] == "kept"

@@ -82,7 +82,7 @@ def test_classify_two_processes_match_one(no_dropout_model_dir, sentiment, tmp_p
 def test_mlm_two_processes_match_one(no_dropout_model_dir, tmp_path):
     """Masks are drawn per example from (seed, epoch, row), so 2 processes x 4 mask exactly as 1 process x 8 does:
     the same weights after 2 epochs (fresh masks in epoch 2) and the same held-out perplexity."""
-    from bertkit.tasks.mlm.examples import documents_from_lines
+    from bertkit.tasks.mlm.corpus import documents_from_lines
 
     lines = (ROOT / "data" / "corpus" / "en_medical.txt").read_text(encoding="utf-8").split("\n")
     paragraphs = [p for doc in documents_from_lines(lines) for p in doc]

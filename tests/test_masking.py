@@ -12,9 +12,9 @@ import torch
 from transformers import AutoTokenizer
 
 from bertkit.errors import BertkitError
-from bertkit.tasks.mlm.masking import EXAMPLE_ID, MaskingCollator, example_seed, random_token_ids
-from bertkit.tasks.mlm.nsp import make_nsp_examples
-from bertkit.tasks.mlm.words import add_word_ids, chinese_word_ids, wordpiece_word_ids
+from bertkit.tasks.mlm.corpus import make_nsp_examples
+from bertkit.tasks.mlm.whole_word_masking import (EXAMPLE_ID, MaskingCollator, add_word_ids, chinese_word_ids,
+                                                  example_seed, random_token_ids, wordpiece_word_ids)
 from bertkit.tokenization import chinese_bert_tokenizer, chinese_vocab_path, read_vocab
 
 N_SEQUENCES = 2000

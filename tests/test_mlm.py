@@ -23,13 +23,12 @@ import bertkit
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
-from bertkit.tasks.mlm.evaluation import masked_perplexity
-from bertkit.tasks.mlm.examples import (documents_from_lines, group_examples, line_examples, read_examples,
-                                        split_documents)
-from bertkit.tasks.mlm.heads import decoder_is_tied, load_mlm_model
-from bertkit.tasks.mlm.masking import MaskingCollator, MaskingEpochCallback, mask_once, with_example_ids
+from bertkit.tasks.mlm import decoder_is_tied, load_mlm_model, masked_perplexity
+from bertkit.tasks.mlm.corpus import (documents_from_lines, group_examples, line_examples, read_examples,
+                                      split_documents)
 from bertkit.tasks.mlm.vocabulary import NewToken, count_words, extend_vocabulary, find_new_tokens, train_wordpiece
-from bertkit.tasks.mlm.words import resolve_whole_word
+from bertkit.tasks.mlm.whole_word_masking import (MaskingCollator, MaskingEpochCallback, mask_once,
+                                                  resolve_whole_word, with_example_ids)
 from bertkit.tokenization import chinese_bert_tokenizer, read_vocab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -432,7 +431,7 @@ def test_token_views_match_single_process_grouping_for_any_num_proc(en, tmp_path
     """Tokenizing is row-wise and blocks are read from the token table, so 1 or 2 workers give exactly the blocks
     and windows that group_examples / line_examples make from the whole training text in one process."""
     from bertkit.tasks.mlm import corpus
-    from bertkit.tasks.mlm.blocks import GroupBlocks, LineWindows
+    from bertkit.tasks.mlm.corpus import GroupBlocks, LineWindows
 
     lines = corpus.read_lines(EN_CORPUS, cache_dir=str(tmp_path))
     split = corpus.split_rows(corpus.blank_flags(lines), 0.05, seed=3)
@@ -482,7 +481,7 @@ def test_map_functions_unmap_the_text_pages_they_read(big_lines):
     """A map worker's RSS must not grow with the corpus: the pages of the memory-mapped text it has read are
     released as it goes, and what the map writes is what the bare function writes."""
     from bertkit.tasks.mlm import corpus
-    from bertkit.tasks.mlm.pages import release_mapped_pages
+    from bertkit.tasks.mlm.corpus import release_mapped_pages
 
     arrow = os.path.realpath(big_lines.cache_files[0]["filename"])
     size = os.path.getsize(arrow)
@@ -499,8 +498,7 @@ def test_an_epoch_of_blocks_unmaps_the_token_pages_it_read(en, big_lines, monkey
     """Training reads blocks from the memory-mapped token table: over an epoch, its pages are released as it goes
     (every ListColumn.RELEASE_EVERY rows), so the process's RSS does not grow by the table's size."""
     from bertkit.tasks.mlm import corpus
-    from bertkit.tasks.mlm.blocks import GroupBlocks, ListColumn
-    from bertkit.tasks.mlm.pages import release_mapped_pages
+    from bertkit.tasks.mlm.corpus import GroupBlocks, ListColumn, release_mapped_pages
 
     tokens, _ = corpus.tokenize_rows(big_lines, en, "wordpiece")
     arrow = os.path.realpath(tokens.cache_files[0]["filename"])
@@ -534,7 +532,7 @@ def _units(word_ids):
 
 def test_chinese_blocks_keep_the_rjieba_words(tmp_path):
     from bertkit.tasks.mlm import corpus
-    from bertkit.tasks.mlm.blocks import GroupBlocks
+    from bertkit.tasks.mlm.corpus import GroupBlocks
 
     zh = chinese_bert_tokenizer()
     lines = corpus.read_lines(ZH_CORPUS, cache_dir=str(tmp_path))
@@ -614,7 +612,7 @@ def test_streaming_run_resumes_to_the_same_weights(tiny_model_dir, small_corpus,
 
 def test_streaming_with_a_held_out_file(tiny_model_dir, small_corpus, tmp_path):
     """data.eval beside a streamed corpus: every line of it is held out (through the cache), none of the stream."""
-    from bertkit.tasks.mlm import streaming
+    from bertkit.tasks.mlm.corpus import stream_examples
 
     held = tmp_path / "held.txt"
     held.write_text("Warfarin needs INR monitoring.\n\nDigoxin has a long half-life.\n", encoding="utf-8")
@@ -622,8 +620,8 @@ def test_streaming_with_a_held_out_file(tiny_model_dir, small_corpus, tmp_path):
                                     f"data.eval={held}", f"data.cache_dir={tmp_path / 'cache'}",
                                     "train.max_steps=2", "head_warmup_steps=1"))
     assert result["held_out_examples"] == 1  # group mode: both lines' 15 tokens make one block
-    stream = streaming.stream_examples(small_corpus, transformers.AutoTokenizer.from_pretrained(tiny_model_dir),
-                                    "wordpiece", "group", 64, 42, 0.0, held=True)
+    stream = stream_examples(small_corpus, transformers.AutoTokenizer.from_pretrained(tiny_model_dir),
+                             "wordpiece", "group", 64, 42, 0.0, held=True)
     assert next(iter(stream), None) is None  # fraction 0: nothing of the stream is held out
 
 
@@ -686,10 +684,9 @@ def test_compute_metrics_scores_labelled_positions_dense_or_sparse():
 
 def test_run_saves_its_settings_and_evaluate_and_predict_serve_it(tiny_model_dir, small_corpus, tmp_path):
     """The run's Settings go into config.json; evaluate_file on the run's held-out file gives the run's "after"
-    perplexity (the same examples and fixed masks); an old run without them reads them from its saved config;
-    predict_file fills each [MASK] with its top tokens."""
+    perplexity (the same examples and fixed masks); predict_file fills each [MASK] with its top tokens."""
     from bertkit.tasks import SETTINGS_KEY
-    from bertkit.tasks.mlm import Settings, evaluate_file, load_predictor, predict_file
+    from bertkit.tasks.mlm import Settings, evaluate_file, predict_file
 
     held = tmp_path / "held.txt"
     held.write_text("Warfarin needs INR monitoring every week.\nDigoxin has a long half-life.\n\n"
@@ -707,10 +704,6 @@ def test_run_saves_its_settings_and_evaluate_and_predict_serve_it(tiny_model_dir
     assert json.loads((tmp_path / "eval.json").read_text())["perplexity"] == scores["perplexity"]
     cli = CliRunner().invoke(app, ["evaluate", str(out), str(held), "--batch-size", "3"])
     assert cli.exit_code == 0 and "perplexity" in cli.output, cli.output
-
-    del config[SETTINGS_KEY]  # a run saved before the settings were: bertkit_config.yaml and metrics.json say them
-    (out / "config.json").write_text(json.dumps(config))
-    assert load_predictor(str(out)).settings == expected
 
     lines = tmp_path / "masked.txt"
     lines.write_text("Warfarin needs [MASK] monitoring.\nNo mask here.\nThe [MASK] of [MASK] is long.\n")
