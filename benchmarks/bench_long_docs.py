@@ -12,7 +12,7 @@ For each max_length and seed every variant trains from the embedded MiniLM on th
 (epochs, learning rate); batch sizes count rows (windows for chunk-mean, documents for chunk-attn, see --attn-batch).
 The table prints dev accuracy / macro-F1 mean ± sd over the seeds and the mean wall time of the run.
 
-    python benchmarks/bench_long_docs.py --data ../shared/data/real/en_bbc_news_long [--rows 300] [--dev-rows N]
+    python benchmarks/bench_long_docs.py --data BBC_DIR [--rows 300] [--dev-rows N]
         [--lengths 128 256] [--seeds 42 43 44] [--epochs 1] [--lr 5e-5] [--batch 16] [--attn-batch 4] [--max-windows N]
         [--work /tmp/bench_long_docs] [--log RESULTS.jsonl]
 

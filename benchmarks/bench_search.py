@@ -1,6 +1,6 @@
 """A hyperparameter search on real data against the default settings, judged on data the search never saw.
 
-    python benchmarks/bench_search.py --data ../shared/data/real/en_sst2 [--rows 2000] [--trials 8]
+    python benchmarks/bench_search.py --data SST2_DIR [--rows 2000] [--trials 8]
         [--seeds 42 43 44] [--work /tmp/bench_search]
 
 SST-2's train.tsv gives the training rows (the first --rows) and, from the rows after them, a search dev split of

@@ -119,7 +119,7 @@ def export_graphs(model, folder: Path) -> tuple[Path, Path]:
 def variants(student_dir: str | None, folder: Path, threads: int) -> dict:
     reference, ours, student = build_models(student_dir)
     eager = copy.deepcopy(ours)
-    eager.set_attn_implementation("eager")  # what export traces (NOTES.md); the PyTorch rows keep sdpa
+    eager.set_attn_implementation("eager")  # what export traces (docs/notes.md); the PyTorch rows keep sdpa
     onnx_fp32, onnx_int8 = export_graphs(eager, folder)
     return {
         "transformers fp32": torch_runner(reference),

@@ -4,7 +4,7 @@ For each seed: (a) `bertkit run classify` from the embedded MiniLM; (b) `bertkit
 split's text (no labels), then the same `bertkit run classify` from its output. Same rows, budget and seed for both
 fine-tunings; the table prints dev accuracy / macro-F1 mean ± sd over the seeds and the wall times.
 
-    python benchmarks/bench_tapt.py --data ../shared/data/real/en_sst2 [--rows 2000] [--seeds 42 43 44]
+    python benchmarks/bench_tapt.py --data SST2_DIR [--rows 2000] [--seeds 42 43 44]
         [--mlm-epochs 3] [--work /tmp/bench_tapt]
 
 --data is a folder with SST-2's train.tsv / dev.tsv (`sentence<TAB>label`, no header).

@@ -10,7 +10,7 @@ the int8 file). Every fine-tuned head exports (sequence classification of every 
 QA, multiple choice) with dynamic batch and sequence axes (and choices); inputs are input_ids, attention_mask and
 token_type_ids, int64.
 
-The model is exported with eager attention (transformers' sdpa mask traces wrong, NOTES.md) on the padded path:
+The model is exported with eager attention (transformers' sdpa mask traces wrong, docs/notes.md) on the padded path:
 bertkit's model never unpads while being traced (`is_tracing`), and `check_parity` compares ONNX Runtime with the
 PyTorch model on padded batches of several shapes before anything is written. onnxruntime, onnx and onnxscript are
 the optional extra `bertkit[onnx]`.

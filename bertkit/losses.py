@@ -2,7 +2,7 @@
 
 Trainer passes `num_items_in_batch` (the count of labels != -100 over all micro-batches of one optimizer step) to a
 forward that takes **kwargs, and then no longer divides the loss by the accumulation steps. Summing here and dividing
-by that count makes 8 x 1 and 2 x 4 give the same update (NOTES.md: transformers issue 47688).
+by that count makes 8 x 1 and 2 x 4 give the same update (docs/notes.md: transformers issue 47688).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def _write_model_dir(out: Path) -> None:
     """A tiny classifier as a bertkit run leaves it: weights, tokenizer, config, metrics, curve, and junk."""
     out.mkdir(parents=True)
     (out / "vocab.txt").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizer(vocab=str(out / "vocab.txt"))  # vocab=, not vocab_file= (NOTES.md)
+    tokenizer = BertTokenizer(vocab=str(out / "vocab.txt"))  # vocab=, not vocab_file= (docs/notes.md)
     config = BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64, id2label={0: "neg", 1: "pos"},
                         label2id={"neg": 0, "pos": 1})  # fmt: skip
