@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import importlib
@@ -20,6 +19,7 @@ from typing import Optional
 import typer
 
 from .errors import BertkitError
+from .speed import keep_freed_memory
 from .shipped import (CONFIGS_DIR, RECIPES_DIR, config_names, copy_text, recipe_names, recipe_path,
                       resolve_config_path)
 
@@ -77,30 +77,6 @@ OS_ERROR_HINTS = {
     errno.EROFS: "that file system is read-only: choose another folder",
     errno.EDQUOT: "the disk quota is used up: free space or choose another output_dir",
 }
-
-
-# -------------------------------------------------------------------------------------------------------- memory
-
-# glibc's malloc hands a freed block above its mmap threshold (at most 32 MB by default) back to the OS, and the next
-# allocation of that size page-faults every page in again. A BERT training step frees and re-allocates blocks that
-# large every time: the word-embedding gradient alone is 47 MB for MiniLM, 94 MB for bert-base.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
-KEEP_FREED_BELOW_BYTES = 1 << 30
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc keep freed blocks under 1 GB in the heap for reuse, as tcmalloc, jemalloc or torch's CUDA caching
-    allocator do, instead of returning them to the OS. On MiniLM training steps (2 CPU cores) this made steps 6-9 %
-    faster; the process then holds on to its peak memory until it exits. For processes bertkit owns (the CLI). True
-    if applied; False off Linux or without glibc."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BELOW_BYTES)
-                    and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
-    except (OSError, AttributeError):  # another C library
-        return False
 
 
 # -------------------------------------------------------------------------------------------------------- recipes
@@ -401,4 +377,4 @@ def main():
     app()
 
 
-__all__ = ["app", "main", "load_recipe", "recipe_names", "task_module", "keep_freed_memory"]
+__all__ = ["app", "main", "load_recipe", "recipe_names", "task_module"]

@@ -38,6 +38,7 @@ from transformers.utils import is_tracing
 from .configuration_bert import BertkitConfig
 from .losses import IGNORE_INDEX, infer_problem_type, normalise, sequence_loss, token_cross_entropy
 from .padding import Dropout, Encoded, Unpadding, attend_buckets, attend_varlen, fast_dropout
+from . import speed
 
 # Unpadded attention under sdpa / eager groups rows whose lengths round up to the same multiple of this many tokens
 # and pads each group to its own longest row: attention then costs about sum(L^2) instead of B * T^2.
@@ -115,7 +116,7 @@ class BertkitSelfAttention(nn.Module):
         runs faster than three (and casts the input once under autocast), unless a projection is not a plain
         nn.Linear (a LoRA or quantised wrapper): then each runs as itself."""
         projections = (self.query, self.key, self.value)
-        if all(type(proj) is nn.Linear for proj in projections):
+        if speed.on("fused_qkv") and all(type(proj) is nn.Linear for proj in projections):
             weight = torch.cat([proj.weight for proj in projections])  # (3D, D)
             bias = torch.cat([proj.bias for proj in projections])  # (3D,)
             return F.linear(hidden_states, weight, bias)
@@ -128,7 +129,8 @@ class BertkitSelfAttention(nn.Module):
         """The registry's kernel for `implementation`, but `eager_attention` for sdpa on CPU with attention dropout:
         CPU sdpa has no fused kernel with dropout and falls back to the same unfused arithmetic as eager, only with
         torch's slower dropout mask (see `fast_dropout`)."""
-        if implementation == "sdpa" and self._dropout_p() > 0 and query.device.type == "cpu":
+        if (implementation == "sdpa" and self._dropout_p() > 0 and query.device.type == "cpu"
+                and speed.on("eager_dropout")):
             return eager_attention
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
 
@@ -291,7 +293,7 @@ class BertkitPreTrainedModel(PreTrainedModel):
             return None
         if _call_or_config(output_attentions, "output_attentions", self.config) or is_tracing(attention_mask):
             return None
-        if bool(attention_mask.all()):
+        if bool(attention_mask.all()) or not speed.on("unpadding"):
             return None
         return Unpadding.from_mask(attention_mask)
 
@@ -376,7 +378,7 @@ class BertkitModel(BertkitPreTrainedModel):
             embedded = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, D)
             mask = self._attention_mask(attention_mask, embedded, options["output_attentions"])
         else:
-            if self.config._attn_implementation in ("sdpa", "eager"):  # masks are tensors
+            if self.config._attn_implementation in ("sdpa", "eager") and speed.on("buckets"):  # masks are tensors
                 unpadding = unpadding.with_length_buckets(ATTENTION_BUCKET_TOKENS)
             embedded = self._embed_unpadded(unpadding, input_ids, token_type_ids, position_ids, inputs_embeds)
             shape_only = embedded.new_empty((unpadding.batch, unpadding.seqlen, 0))  # (B, T, 0): the mask's metadata

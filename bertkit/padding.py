@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import speed
+
 
 def unpadding_indices(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Where the real tokens are. attention_mask (B, T), nonzero = real.
@@ -110,7 +112,7 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     if not training or p == 0.0:
         return x
     dropped = round(p * 2**RANDOM_BITS)
-    if x.device.type != "cpu" or not 0 < dropped < 2**RANDOM_BITS:
+    if x.device.type != "cpu" or not 0 < dropped < 2**RANDOM_BITS or not speed.on("dropout"):
         return F.dropout(x, p, training=True)
     keep = random_int16(x.numel(), x.device).view(x.shape) >= dropped - 2 ** (RANDOM_BITS - 1)  # (x.shape) bool
     return x * keep.to(x.dtype).mul_(2**RANDOM_BITS / (2**RANDOM_BITS - dropped))

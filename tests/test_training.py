@@ -117,7 +117,7 @@ def test_lora_trains_saves_loads_and_merges(tmp_path):
 
 MMAPPED_BYTES_AFTER_BIG_ALLOCATION = """
 import ctypes, sys, torch
-from bertkit.cli import keep_freed_memory
+from bertkit.speed import keep_freed_memory
 
 class MallInfo2(ctypes.Structure):  # glibc >= 2.33
     _fields_ = [(name, ctypes.c_size_t) for name in

@@ -58,6 +58,7 @@ import torch
 from datasets.fingerprint import Hasher
 from filelock import FileLock
 
+from bertkit import speed
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.whole_word_masking import (WHOLE_WORD_MODES, WholeWord, add_word_ids, chinese_word_ids,
                                                   wordpiece_word_ids)
@@ -484,7 +485,10 @@ def mapped_files(dataset) -> tuple[str, ...]:
 
 
 def release_mapped_pages(files: tuple[str, ...]) -> int:
-    """madvise(MADV_DONTNEED) over this process's read-only mappings of `files`; returns how many it released."""
+    """madvise(MADV_DONTNEED) over this process's read-only mappings of `files`; returns how many it released (none
+    with the `page_release` trick off: bertkit/speed.py)."""
+    if not speed.on("page_release"):
+        return 0
     try:
         maps = Path("/proc/self/maps").read_text().splitlines()
     except OSError:  # not Linux

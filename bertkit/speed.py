@@ -1,0 +1,83 @@
+"""bertkit's speed tricks in one place: what each does, where it lives, what it measured, and one switch that turns
+them off.
+
+    BERTKIT_PLAIN=1 bertkit run classify ...            # every trick off: plain torch and transformers behaviour
+    BERTKIT_PLAIN=dropout,buckets bertkit run ...       # only these off (names below)
+
+Plain is for debugging and parity checks: a result that changes with BERTKIT_PLAIN=1 points at a trick. Eval-mode
+outputs of the real tokens are the same either way (tests/test_speed.py); training sees dropout at the same rates
+from different random masks. Gains measured with `python benchmarks/bench_speed.py` (MiniLM, 2 CPU threads, lengths
+uniform in 16..256, batch 16; each trick turned off alone against all on, interleaved, median of the repeats; the
+machine and date are in docs/benchmarks.md):
+
+| name        | trick                                                                          | where                  | training step | inference |
+|-------------|--------------------------------------------------------------------------------|------------------------|---------------|-----------|
+| unpadding   | linear layers, LayerNorms and feed-forward on the real tokens only            | modeling_bert, padding | TODO | TODO |
+| buckets     | attention in groups of rows of similar length (64-token steps), not one (B, T) | padding (Unpadding)    | TODO | TODO |
+| dropout     | CPU dropout masks from 16 random bits per element, not a Bernoulli draw each   | padding (fast_dropout) | TODO | TODO |
+| eager_dropout | eager attention for CPU training with attention dropout (sdpa has no fused CPU kernel with dropout) | modeling_bert | TODO | TODO |
+| fused_qkv   | one (3D, D) matmul for query, key and value instead of three                   | modeling_bert          | TODO | TODO |
+| malloc      | glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, the CLI's process only) | here      | 6-9 % on MiniLM training steps (when it was added) |
+| page_release | madvise(DONTNEED) on read pages of memory-mapped corpora: RSS flat in corpus size | tasks/mlm/corpus    | memory, not speed: docs/benchmarks.md (masked LM) |
+
+Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
+positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+PLAIN_ENV = "BERTKIT_PLAIN"
+TRICKS = ("unpadding", "buckets", "dropout", "eager_dropout", "fused_qkv", "malloc", "page_release")
+
+
+def plain_tricks() -> frozenset[str]:
+    """The tricks BERTKIT_PLAIN turns off, read at each call (so a test or a benchmark can flip it): `1`/`all` is
+    every one, a comma list names some, unset/`0` none. An unknown name is refused rather than ignored."""
+    value = os.environ.get(PLAIN_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return frozenset()
+    if value in ("1", "all", "true", "yes"):
+        return frozenset(TRICKS)
+    names = frozenset(name.strip() for name in value.split(",") if name.strip())
+    unknown = sorted(names - set(TRICKS))
+    if unknown:
+        from .errors import BertkitError
+
+        raise BertkitError(f"{PLAIN_ENV}={value}: unknown trick {', '.join(unknown)} — use 1 for all, or some of "
+                           f"{', '.join(TRICKS)}")
+    return names
+
+
+def on(trick: str) -> bool:
+    """Whether `trick` (one of TRICKS) is in use."""
+    assert trick in TRICKS, trick
+    return trick not in plain_tricks()
+
+
+# glibc's malloc hands a freed block above its mmap threshold (at most 32 MB by default) back to the OS, and the next
+# allocation of that size page-faults every page in again. A BERT training step frees and re-allocates blocks that
+# large every time: the word-embedding gradient alone is 47 MB for MiniLM, 94 MB for bert-base.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
+KEEP_FREED_BELOW_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc keep freed blocks under 1 GB in the heap for reuse, as tcmalloc, jemalloc or torch's CUDA caching
+    allocator do, instead of returning them to the OS. On MiniLM training steps (2 CPU cores) this made steps 6-9 %
+    faster; the process then holds on to its peak memory until it exits. For processes bertkit owns (the CLI). True
+    if applied; False off Linux, without glibc, or with the `malloc` trick off."""
+    if not sys.platform.startswith("linux") or not on("malloc"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BELOW_BYTES)
+                    and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    except (OSError, AttributeError):  # another C library
+        return False
+
+
+__all__ = ["PLAIN_ENV", "TRICKS", "plain_tricks", "on", "keep_freed_memory"]
