@@ -9,7 +9,7 @@ import numpy as np
 
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from .data import duplicate_and_overlap_report, load_split, read_table, resolve_columns
-from .tasks.classify.long_docs import LongDocConfig, covered, plan_windows, short_segment_keep
+from .tasks.long_documents import LongDocConfig, covered, plan_windows, short_segment_keep
 
 
 def label_distribution(dataset, labels) -> dict[str, int]:

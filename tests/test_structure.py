@@ -17,7 +17,7 @@ TASK_NAMES = sorted({task.name for task in tasks.TASKS})
 LAYERS = {
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
     "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
-    "bertkit.optim": 0, "bertkit.windows": 0, "bertkit.padding": 0, "bertkit.unpadding": 0,
+    "bertkit.optim": 0, "bertkit.padding": 0, "bertkit.unpadding": 0,
     "bertkit.modeling_bert": 1, "bertkit.modeling_document": 1,
     "bertkit.data": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.display": 2, "bertkit.precision": 2,
     "bertkit.checkpoints": 2, "bertkit.rundir": 2, "bertkit.inference": 2, "bertkit.onnx_model": 2,
