@@ -73,9 +73,7 @@ def max_aggregated(run_dir: Path, dev: Path) -> tuple[dict, float]:
 
     import numpy as np
 
-    from bertkit.tasks.classify import read_examples
-    from bertkit.tasks.classify.predict import load_predictor, predict_probabilities
-    from bertkit.tasks.classify.scoring import score
+    from bertkit.tasks.classify import load_predictor, predict_probabilities, read_examples, score
 
     started = time.perf_counter()
     classifier = load_predictor(str(run_dir))

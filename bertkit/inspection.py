@@ -10,7 +10,7 @@ import numpy as np
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from .datafiles import read_table, resolve_columns
 from .splits import duplicate_and_overlap_report, load_split
-from .tasks.classify.long_docs import LongDocConfig, covered, plan_windows, short_segment_keep
+from .tasks.long_documents import LongDocConfig, covered, plan_windows, short_segment_keep
 
 
 def label_distribution(dataset, labels) -> dict[str, int]:

@@ -100,7 +100,7 @@ class ClassifyEndpoint:
     name = "classify"
 
     def __init__(self, run_dir: str):
-        from .tasks.classify.predict import load_predictor
+        from .tasks.classify import load_predictor
 
         self.predictor = classifier = load_predictor(run_dir)
         # Whether the model reads pairs is known when its run named the pair column; TEI reads ["a", "b"] as one
@@ -143,8 +143,7 @@ class ClassifyEndpoint:
         return self.count([t for t, _ in examples], [p for _, p in examples] if paired else None)
 
     def predict(self, examples: list) -> list[dict]:
-        from .tasks.classify.predict import predict_probabilities
-        from .tasks.classify.scoring import describe_prediction
+        from .tasks.classify import describe_prediction, predict_probabilities
 
         labels, records = self.predictor.labels, [None] * len(examples)
         for paired in (False, True):  # a batch may join requests of pairs and of single texts
@@ -204,14 +203,14 @@ class QAEndpoint:
     name = "qa"
 
     def __init__(self, run_dir: str):
-        from .tasks.qa.predict import load_predictor
+        from .tasks.qa import load_predictor
 
         self.predictor = qa = load_predictor(run_dir)
         self.count = _token_counter(qa.tokenizer, 10**9)  # the context is cut into windows: every token costs
         self.info = {"max_length": qa.settings.max_length, "doc_stride": qa.settings.doc_stride}
 
     def parse(self, inputs) -> list:
-        from .tasks.qa.read import QAExample
+        from .tasks.qa import QAExample
 
         examples = []
         for i, value in enumerate(_items(inputs)):
@@ -230,8 +229,7 @@ class QAEndpoint:
         return self.count([e.question for e in examples], [e.context for e in examples])
 
     def predict(self, examples: list) -> list[dict]:
-        from .tasks.qa.postprocess import prediction_record
-        from .tasks.qa.predict import predict_examples
+        from .tasks.qa import predict_examples, prediction_record
 
         predictions = predict_examples(self.predictor, examples)
         return [prediction_record(e, p, self.predictor.settings.null_threshold) for e, p in zip(examples, predictions)]

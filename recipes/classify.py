@@ -7,7 +7,7 @@
 Columns and the label kind are detected from the files (override with data.text_column=..., data.label_kind=...).
 The label map comes from the training split and is saved in the model config; with a dev split the run evaluates
 every epoch, keeps the best checkpoint, and (multi-label) tunes the decision threshold on it. Texts longer than
-data.max_length follow long_doc (bertkit/tasks/classify/long_docs.py): truncation (head, tail, head_tail) or
+data.max_length follow long_doc (bertkit/tasks/long_documents.py): truncation (head, tail, head_tail) or
 overlapping windows (chunk) whose predictions are aggregated per document, so dev metrics always count documents,
 never windows; long_doc.aggregate=attention trains a document model instead (bertkit/modeling_document.py): one row
 per document holding its windows (at most long_doc.max_windows, 16 when null), pooled by learned attention. What

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from bertkit import BertkitForMultipleChoice
-from bertkit.tasks.choice import MultipleChoiceCollator, compute_metrics_fn, encode, legacy_settings, read_examples
+from bertkit.tasks.choice import MultipleChoiceCollator, compute_metrics_fn, encode, read_examples
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
@@ -147,14 +147,10 @@ def test_collator_pads_across_all_options(minilm_dir, tmp_path):
         MultipleChoiceCollator(tokenizer)(three)
 
 
-def test_metrics_and_the_settings_of_a_run_saved_before_task_settings(tmp_path):
+def test_compute_metrics_gives_accuracy():
     logits, labels = np.array([[0.1, 0.9], [2.0, 1.0], [0.0, 1.0]]), np.array([1, 1, 1])
     compute_metrics = compute_metrics_fn()
     assert compute_metrics(transformers.EvalPrediction(logits, labels)) == {"accuracy": pytest.approx(2 / 3)}
-    config = transformers.BertConfig(max_position_embeddings=128)
-    assert legacy_settings(str(tmp_path), config) == {"max_length": 128}  # no run config: the model's positions
-    (tmp_path / "bertkit_config.yaml").write_text("data:\n  max_length: 48\n", encoding="utf-8")
-    assert legacy_settings(str(tmp_path), config) == {"max_length": 48}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -154,23 +154,16 @@ def test_a_run_saves_its_inference_settings_in_the_model_config(tiny_model_dir, 
     assert classifier.max_length == 32 and classifier.long_doc == LongDocConfig("tail")
 
 
-def test_a_model_saved_before_config_json_held_its_settings_reads_its_run_config(tmp_path):
-    """Run directories of the previous bertkit keep predicting: data.* and long_doc of bertkit_config.yaml."""
+def test_model_settings_come_from_config_json_alone(tmp_path):
+    """The one settings store is config.json's bertkit_task_settings; a model that saved none gets the defaults."""
     from bertkit import BertkitConfig, tasks
-    from bertkit.errors import BertkitError
-    from bertkit.tasks.classify import LongDocConfig, Settings
-    from bertkit.tasks.classify.predict import read_model_settings
+    from bertkit.tasks.classify import Settings, read_model_settings
 
-    (tmp_path / "bertkit_config.yaml").write_text("data:\n  max_length: 40\n  text_column: body\n  train: t.csv\n"
-                                                  "long_doc:\n  strategy: chunk\n  stride: 8\n")
-    got = read_model_settings(str(tmp_path), BertkitConfig())
-    assert got == Settings(40, "body", None, None, LongDocConfig("chunk", stride=8))
+    (tmp_path / "bertkit_config.yaml").write_text("data:\n  max_length: 40\n  text_column: body\n  train: t.csv\n")
     saved = BertkitConfig(**{tasks.SETTINGS_KEY: tasks.settings_dict(Settings(64))})
-    assert read_model_settings(str(tmp_path), saved) == Settings(64)  # config.json wins over the YAML
+    assert read_model_settings(str(tmp_path), saved) == Settings(64)
+    assert read_model_settings(str(tmp_path), BertkitConfig()) == Settings()  # the recipe config is not read
     assert read_model_settings(str(tmp_path / "elsewhere"), BertkitConfig()) == Settings()  # a stock model
-    (tmp_path / "bertkit_config.yaml").write_text("long_doc:\n  strategy: chunk\n  strid: 8\n")
-    with pytest.raises(BertkitError, match=r"long_doc\.strid.*bertkit_config\.yaml"):
-        read_model_settings(str(tmp_path), BertkitConfig())
 
 
 @pytest.mark.gpu

@@ -245,7 +245,7 @@ def test_5000_classes_keep_every_per_class_output_bounded(tmp_path):
     from bertkit.labels import LabelSpace
     from bertkit.metrics import classification_report_text, confusion_matrix_table
     from bertkit.model_card import render_model_card
-    from bertkit.tasks.classify.scoring import score
+    from bertkit.tasks.classify import score
 
     gold, predicted, names = many_classes(5000, 10_000)
     table = confusion_matrix_table(gold, predicted, names)

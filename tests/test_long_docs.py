@@ -20,9 +20,8 @@ from bertkit.labels import LabelSpace
 from bertkit.errors import BertkitError
 from bertkit.inspection import coverage_report, document_coverage
 from bertkit.tasks.classify import Classifier, compute_metrics_fn, encode, predict_probabilities
-from bertkit.tasks.classify.long_docs import (LongDocConfig, aggregate, combine, covered, encode_documents,
-                                              evenly_spaced, plan_windows)
-from bertkit.windows import sliding_windows
+from bertkit.tasks.long_documents import (LongDocConfig, aggregate, combine, covered, encode_documents, evenly_spaced,
+                                          plan_windows, sliding_windows)
 
 runner = CliRunner()
 NUMBERS = " ".join(str(i) for i in range(100, 130))  # 30 words, one token each in the uncased BERT vocab

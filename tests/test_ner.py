@@ -16,11 +16,10 @@ from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
 from bertkit.tasks import SETTINGS_KEY, read_settings, settings_dict
+from bertkit.tasks.long_documents import sliding_windows
 from bertkit.tasks.ner import (ReadOptions, Sentence, Settings, Tagger, encode, entities_from_tags, label_names,
-                               legacy_settings, predict_word_probabilities, read_examples, read_texts, repair_tags,
-                               scheme_violations, sentence_windows, spans_to_tags, split_words, stitch_windows,
-                               tags_to_spans)
-from bertkit.windows import sliding_windows
+                               predict_word_probabilities, read_examples, read_texts, repair_tags, scheme_violations,
+                               sentence_windows, spans_to_tags, split_words, stitch_windows, tags_to_spans)
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parent.parent / "data" / "ner"
@@ -136,16 +135,12 @@ def per_token_tagger(tokenizer, max_length: int, stride: int) -> Tagger:
     return Tagger(model, tokenizer, id2label, Settings(max_length=max_length, stride=stride))
 
 
-def test_an_older_run_keeps_its_settings_from_ner_scheme_and_its_recipe_config(tmp_path):
-    (tmp_path / "bertkit_config.yaml").write_text("data:\n  scheme: IOB1\n  repair_tags: true\n  split: chars\n"
-                                                  "  max_length: 64\n  stride: 8\nstrict: true\n", encoding="utf-8")
-    config = transformers.BertConfig(ner_scheme="IOB2")
-    settings = read_settings(Settings, config, "config.json", legacy=legacy_settings(str(tmp_path), config))
-    assert settings == Settings(scheme="IOB2", file_scheme="IOB1", repair_tags=True, split="chars", max_length=64,
-                                stride=8, strict=True)
+def test_settings_read_files_as_the_run_did_default_when_none_were_saved_and_refuse_a_bad_stride():
+    settings = Settings(scheme="IOB2", file_scheme="IOB1", repair_tags=True, split="chars", max_length=64, stride=8,
+                        strict=True)
     assert settings.read_options() == ReadOptions(scheme="IOB1", repair=True, split="chars")
     bare = transformers.BertConfig()
-    assert read_settings(Settings, bare, "config.json", legacy=legacy_settings(str(tmp_path / "x"), bare)) == Settings()
+    assert read_settings(Settings, bare, "config.json") == Settings()
     saved = {SETTINGS_KEY: {**settings_dict(Settings()), "max_length": 16, "stride": 14}}
     with pytest.raises(BertkitError, match=r"bertkit_task_settings\.stride must be .* below the 14 tokens"):
         read_settings(Settings, saved, "config.json")

@@ -17,8 +17,8 @@ from bertkit.errors import BertkitError
 from bertkit.metrics import SquadMetric
 from bertkit.tasks import SETTINGS_KEY, read_settings, settings_dict
 from bertkit.tasks.qa import (Prediction, QAExample, Settings, answer_token_span, best_prediction, candidate_spans,
-                              check_window_settings, detect_language, encode, legacy_settings, load_predictor,
-                              locate_answer, postprocess, predict_examples, read_examples, tune_null_threshold)
+                              check_window_settings, detect_language, encode, load_predictor, locate_answer,
+                              postprocess, predict_examples, read_examples, tune_null_threshold)
 from bertkit.tokenization import chinese_bert_tokenizer
 
 runner = CliRunner()
@@ -259,20 +259,13 @@ def test_unanswerable_and_uncontained_windows_point_at_cls(en_tokenizer):
 # ------------------------------------------------------------------------------------------------ saved settings
 
 
-def test_settings_come_from_the_saved_task_settings_or_an_earlier_bertkits_qa_attributes():
+def test_settings_come_from_the_saved_task_settings():
     config = transformers.BertConfig(max_position_embeddings=128)
-    old = {"qa_max_length": 64, "qa_doc_stride": 16, "qa_language": "zh", "qa_null_threshold": -1.5}
-    for key, value in old.items():
-        setattr(config, key, value)
-    settings = read_settings(Settings, config, "config.json", legacy=legacy_settings(config))
-    assert settings == Settings(max_length=64, doc_stride=16, language="zh", null_threshold=-1.5)
-    bare = transformers.BertConfig(max_position_embeddings=128)  # nothing saved: positions capped, stride a quarter
-    assert read_settings(Settings, bare, "config.json", legacy=legacy_settings(bare)) == Settings(128, 32)
-    config.bertkit_task_settings = settings_dict(Settings(max_length=96, doc_stride=24))  # saved settings win
-    assert read_settings(Settings, config, "config.json", legacy=legacy_settings(config)) == Settings(96, 24)
+    config.bertkit_task_settings = settings_dict(Settings(max_length=96, doc_stride=24))
+    assert read_settings(Settings, config, "config.json") == Settings(96, 24)
     config.bertkit_task_settings = {"max_length": "long"}
     with pytest.raises(BertkitError, match="bertkit_task_settings.max_length"):
-        read_settings(Settings, config, "config.json", legacy=legacy_settings(config))
+        read_settings(Settings, config, "config.json")
     with pytest.raises(BertkitError, match="bertkit_task_settings.doc_stride=200"):
         Settings(max_length=96, doc_stride=200).check()
 

@@ -17,7 +17,7 @@ TASK_NAMES = sorted({task.name for task in tasks.TASKS})
 LAYERS = {
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
     "bertkit.errors": 0, "bertkit.configuration_bert": 0, "bertkit.tokenization": 0, "bertkit.shipped": 0,
-    "bertkit.windows": 0, "bertkit.padding": 0,
+    "bertkit.padding": 0,
     "bertkit.modeling_bert": 1, "bertkit.modeling_document": 1,
     "bertkit.datafiles": 2, "bertkit.metrics": 2, "bertkit.console": 2, "bertkit.precision": 2,
     "bertkit.labels": 2, "bertkit.splits": 2,  # label maps; a split read, checked and label-encoded

@@ -3,7 +3,10 @@
 Each task is a module (or a package) `bertkit.tasks.<name>` whose `__all__` starts with the same seven names, in
 this order (`INTERFACE`): read its files, encode them into model rows, its metrics, the inference settings a run
 saves beside the model (a dataclass), load a predictor, predict a file, evaluate a file. Task modules sit above the
-model and the data readers and below the Trainer wiring: they import nothing from `bertkit.training`.
+model and the data readers and below the Trainer wiring: they import nothing from `bertkit.training`. Beside the
+tasks lie the pieces they are built from: long_documents (windows over long documents and their aggregation, and the
+one sliding-window rule NER's long sentences follow too), ner_files (CoNLL / JSONL files into sentences of words) and
+ner_tag_schemes (IOB2, IOB1, BIOES).
 """
 
 from __future__ import annotations
@@ -89,16 +92,16 @@ def settings_dict(settings: Any) -> dict:
     return dataclasses.asdict(settings)
 
 
-def read_settings(settings_cls: type, model_config: Any, source: str, legacy: dict | None = None) -> Any:
+def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     """A task's Settings from a model config (a PretrainedConfig or config.json's dict), typed as a recipe config
     is (a bad value names `bertkit_task_settings.<key>` and the file) and then checked by its `check()`, here for
-    every task, so that no caller can serve a model under settings that cannot work. `legacy` (the settings of a
-    model saved before SETTINGS_KEY existed) is used when the key is absent; without either, the defaults."""
+    every task, so that no caller can serve a model under settings that cannot work. A model that saved none (a
+    stock checkpoint) gets the defaults."""
     from bertkit.config import build_config
 
     saved = (model_config.get(SETTINGS_KEY) if isinstance(model_config, dict)
              else getattr(model_config, SETTINGS_KEY, None))
-    data = saved if saved is not None else (legacy or {})
+    data = saved if saved is not None else {}
     settings = build_config(settings_cls, data, source, prefix=SETTINGS_KEY if saved is not None else "")
     settings.check()
     return settings

@@ -11,6 +11,7 @@ must have the same number of options: a row with another count is an error namin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..datafiles import read_table, row_location
 from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
-from ..rundir import atomic_output, check_output_path, read_run_config, write_json
+from ..rundir import atomic_output, check_output_path, write_json
 from . import SETTINGS_KEY, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
@@ -165,13 +166,6 @@ class Settings:
                                f"and two [SEP] — it must be at least 4")
 
 
-def legacy_settings(model_dir: str, config) -> dict:
-    """The settings of a model saved by an earlier bertkit: data.max_length of its run's bertkit_config.yaml, or
-    the model's positions up to 512 where the run saved none."""
-    max_length = read_run_config(model_dir).get("data", {}).get("max_length")
-    return {"max_length": max_length or min(512, config.max_position_embeddings)}
-
-
 # ================================================================================================ predict / evaluate
 
 
@@ -185,10 +179,13 @@ class Chooser:
 
 
 def load_predictor(model_dir: str) -> Chooser:
-    """A choice run's output directory: the model, its tokenizer and its saved Settings."""
+    """A choice run's output directory: the model, its tokenizer and its saved Settings (a checkpoint that saved none,
+    not trained by bertkit: pairs as long as its positions allow, up to 512 tokens)."""
     model = load_finetuned(BertkitForMultipleChoice, model_dir, "choice")
     source = str(Path(model_dir) / "config.json")
-    settings = read_settings(Settings, model.config, source, legacy=legacy_settings(model_dir, model.config))
+    settings = read_settings(Settings, model.config, source)
+    if getattr(model.config, SETTINGS_KEY, None) is None:
+        settings = dataclasses.replace(settings, max_length=min(512, model.config.max_position_embeddings))
     return Chooser(model, load_tokenizer(model_dir), settings)
 
 
@@ -241,5 +238,5 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
 
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
-           "evaluate_file", "ChoiceExample", "Chooser", "MultipleChoiceCollator", "accuracy", "legacy_settings",
+           "evaluate_file", "ChoiceExample", "Chooser", "MultipleChoiceCollator", "accuracy",
            "predict_probabilities"]

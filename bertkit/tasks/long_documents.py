@@ -8,25 +8,36 @@ of a document's windows become one prediction per document.
     chunk       windows of room tokens overlapping by `stride`  several rows, each with its document's label;
                 window predictions are aggregated per document (mean | max | vote), or (aggregate=attention)
                 one row per document holding its windows, pooled by learned attention inside the model
-                (bertkit/modeling_document.py; tasks/classify/documents.py)
+                (bertkit/modeling_document.py; the last section here)
 
 Sentence pairs: the strategy applies to the longer segment; the shorter one is kept whole in every row when it takes
 at most half the room, else cut to half the room (the rule of the tokenizer's `longest_first`). The windows are the
 fast tokenizer's `return_overflowing_tokens=True, stride=...` windows (tests/test_long_docs.py checks they agree),
-built here from the full token ids (bertkit.windows.sliding_windows, the rule NER's long sentences follow too) so that
-every strategy, the max_windows cap and `bertkit inspect` share one plan.
+built here from the full token ids by `sliding_windows`, the one rule long documents and NER's long sentences are cut
+by, so that every strategy, the max_windows cap and `bertkit inspect` share one plan.
+
+long_doc.aggregate=attention: documents, not windows, are the rows. Training batches flatten the windows of their
+documents into one encoder batch (DocumentCollator); predict / evaluate encode windows in token-budget batches under
+no_grad and pool each document's window vectors afterwards (`document_logits`), so a long document never needs all
+its windows in one encoder call. The model is bertkit.modeling_document.BertkitForDocumentClassification.
+
+Memory: per_device_train_batch_size counts documents, and each keeps at most long_doc.max_windows windows
+(ATTENTION_MAX_WINDOWS = 16 when null): one training step runs up to batch x that many windows of max_length tokens
+through the encoder with their activations kept, e.g. 16 x 16 x 128 tokens = 32k tokens.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
+import torch
 
 from bertkit.errors import BertkitError
-from bertkit.windows import sliding_windows
+from bertkit.inference import token_budget_batches
+from bertkit.modeling_document import BertkitForDocumentClassification
 
 logger = logging.getLogger("bertkit")
 
@@ -77,6 +88,29 @@ class LongDocConfig:
                                "long_doc.aggregate=mean")
         if self.strategy == "chunk" and self.aggregate == "vote" and kind == "regression":
             raise BertkitError("long_doc.aggregate=vote needs class labels — use mean or max for regression")
+
+
+
+
+# ------------------------------------------------------------------------------------------------ sliding windows
+
+
+def sliding_windows(n_tokens: int, size: int, stride: int, full_last: bool = False) -> list[tuple[int, int]]:
+    """[start, end) ranges of at most `size` tokens over 0..n_tokens, each sharing `stride` tokens with the one
+    before. The last window ends at n_tokens: cut short there (the fast tokenizer's overflow windows, so
+    sliding_windows(30, 10, 3) -> [(0, 10), (7, 17), (14, 24), (21, 30)]), or with `full_last` moved back to start
+    at n_tokens - size so that it is full: sliding_windows(11, 4, 2, full_last=True) -> [..., (6, 10), (7, 11)].
+    No tokens give one empty window, (0, 0)."""
+    if not 0 <= stride < size:
+        raise BertkitError(f"stride {stride} must be smaller than the {size} tokens of a window — lower the stride "
+                           f"or raise data.max_length")
+    step = size - stride
+    count = 1 + -(-max(n_tokens - size, 0) // step)  # ceil division
+    starts = [k * step for k in range(count)]
+    if full_last and n_tokens > size:
+        starts[-1] = n_tokens - size
+    return [(start, min(start + size, n_tokens)) for start in starts]
+
 
 
 # ------------------------------------------------------------------------------------------------ which tokens
@@ -230,6 +264,56 @@ def first_windows(doc_ids: np.ndarray) -> np.ndarray:
     return np.unique(np.asarray(doc_ids), return_index=True)[1]
 
 
-__all__ = ["ATTENTION_MAX_WINDOWS", "LongDocConfig", "Windows", "evenly_spaced", "plan_windows", "short_segment_keep",
-           "covered", "with_special_tokens", "encode_documents", "warn_capped", "aggregate", "combine",
-           "first_windows"]
+
+# ------------------------------------------------------------------------------------------------ aggregate=attention
+
+
+def uses_attention(long_doc: LongDocConfig) -> bool:
+    """Whether documents are rows of windows pooled by the model (chunk windows, aggregate=attention)."""
+    return long_doc.strategy == "chunk" and long_doc.aggregate == "attention"
+
+
+@dataclass
+class DocumentCollator:
+    """Document rows (input_ids / token_type_ids: lists of windows) -> one batch: every window of the batch's
+    documents flattened and padded, `document_ids` (W,) = each window's document 0..D-1, labels stacked (D,)|(D, C)."""
+    tokenizer: Any
+
+    def __call__(self, features: list[dict]) -> dict:
+        windows = [{"input_ids": ids, "token_type_ids": types} for feature in features
+                   for ids, types in zip(feature["input_ids"], feature["token_type_ids"])]
+        batch = dict(self.tokenizer.pad(windows, return_tensors="pt"))
+        counts = torch.tensor([len(feature["input_ids"]) for feature in features])
+        batch["document_ids"] = torch.repeat_interleave(torch.arange(len(features)), counts)
+        if "labels" in features[0]:
+            batch["labels"] = torch.tensor([feature["labels"] for feature in features])
+        return batch
+
+
+def is_document_model(model) -> bool:
+    """A model that pools windows itself (also under int8 quantization, which keeps the class)."""
+    return isinstance(model, BertkitForDocumentClassification)
+
+
+@torch.inference_mode()
+def document_logits(model: BertkitForDocumentClassification, tokenizer, features: list[dict], doc_ids: np.ndarray,
+                    max_tokens: int, max_rows: int, advance: Callable[[int], None] | None = None) -> np.ndarray:
+    """(D, C) logits of the documents whose windows are `features` (window i of document doc_ids[i]): the windows
+    run through the encoder in length-sorted batches of at most max_tokens padded tokens, their pooled vectors are
+    gathered in input order, then each document's vectors are pooled by the model's attention."""
+    vectors = [None] * len(features)
+    for indices in token_budget_batches([len(f["input_ids"]) for f in features], max_tokens, max_rows):
+        padded = tokenizer.pad([features[i] for i in indices], return_tensors="pt")
+        pooled = model.window_vectors(**{key: value.to(model.device) for key, value in padded.items()})
+        for row, index in enumerate(indices):
+            vectors[index] = pooled[row]
+        if advance is not None:
+            advance(len(indices))
+    document_ids = torch.as_tensor(np.asarray(doc_ids), dtype=torch.long, device=model.device)
+    return model.classify_windows(torch.stack(vectors), document_ids).logits.float().cpu().numpy()
+
+
+
+__all__ = ["ATTENTION_MAX_WINDOWS", "LongDocConfig", "sliding_windows", "Windows", "evenly_spaced", "plan_windows",
+           "short_segment_keep", "covered", "with_special_tokens", "encode_documents", "warn_capped", "aggregate",
+           "combine", "first_windows", "uses_attention", "DocumentCollator", "is_document_model", "document_logits"]

@@ -1,0 +1,414 @@
+"""Sequence classification (single-label, multi-label, regression; sentences or sentence pairs): the task interface
+of bertkit.tasks and the pieces the classify and distill recipes, `bertkit inspect` and `bertkit export` share.
+Long documents (truncation, or windows aggregated per document) are cut and pooled in bertkit/tasks/long_documents.py.
+
+    settings     the inference settings a run saves with the model (config.json): what predict / evaluate need to
+                 read a file and cut its texts the way training did
+    encoding     files -> examples -> model rows (real A/B segments for pairs; a `doc_id` per row, the document it
+                 came from, split off before the model sees the rows)
+    scoring      logits -> probabilities and labels (per document when documents became several windows), the
+                 metrics of each label kind during training and on the final model, one prediction as a record
+    predict      `bertkit predict` / `bertkit evaluate`: load a run's output directory, read a file, and run the model
+                 in length-sorted batches under a token budget, giving results back in input order
+
+Long documents follow the run's saved `long_doc` settings: with strategy chunk each document's windows are batched like
+any other rows and their probabilities aggregated (aggregate=attention: the windows' pooled vectors, gathered from the
+same batches, go through the document model's attention), so there is always one result per input document.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+import transformers
+
+from bertkit import tasks
+from bertkit.checkpoints import load_finetuned, load_tokenizer
+from bertkit.console import ExamplesProgress
+from bertkit.datafiles import ColumnMap
+from bertkit.errors import BertkitError
+from bertkit.inference import run_batch, token_budget_batches
+from bertkit.metrics import (ClassificationMetric, MultiLabelMetric, RegressionMetric, best_threshold,
+                             classification_report_text, confusion_matrix_table)
+from bertkit.modeling_bert import BertkitForSequenceClassification
+from bertkit.labels import LabelSpace
+from bertkit.modeling_document import BertkitForDocumentClassification
+from bertkit.rundir import atomic_output, check_output_path, model_task, write_json
+from bertkit.splits import load_split
+from bertkit.tasks.long_documents import (DocumentCollator, LongDocConfig, Windows, aggregate, document_logits,
+                                          encode_documents, first_windows, is_document_model, uses_attention,
+                                          warn_capped)
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+COLUMN_KEYS = ("text_column", "text_pair_column", "label_column")
+
+
+@dataclass
+class Settings:
+    max_length: int | None = None
+    """Tokens per row (per window), [CLS] and [SEP] included (None: the model's positions, at most 512)."""
+    text_column: str | None = None
+    """Column holding the text (None: auto-detected)."""
+    text_pair_column: str | None = None
+    """Column holding the second segment of a sentence pair (None: auto-detected)."""
+    label_column: str | None = None
+    """Column holding the label of a file to evaluate (None: auto-detected)."""
+    long_doc: LongDocConfig = field(default_factory=LongDocConfig)
+    """Texts longer than max_length: head / tail / head_tail truncation or chunk windows, as the run trained."""
+
+    def columns(self) -> dict:
+        """The column overrides bertkit.splits.load_split takes."""
+        return {key: getattr(self, key) for key in COLUMN_KEYS}
+
+    def check(self, kind: str | None = None) -> None:
+        """Raise a one-line BertkitError naming the key when the settings cannot work (`kind`: the label kind)."""
+        if self.max_length is not None and self.max_length < 3:
+            raise BertkitError(f"max_length={self.max_length} must be at least 3 ([CLS], [SEP] and some text)")
+        self.long_doc.check(self.max_length or 512, kind)
+
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+
+def read_examples(path: str, columns: dict | None = None, labels: LabelSpace | None = None, require_label: bool = True,
+                  label_kind: str = "auto", delimiter: str = ";") -> tuple[datasets.Dataset, ColumnMap, LabelSpace]:
+    """A classification file as (examples, its columns, the label space): `columns` overrides text_column /
+    text_pair_column / label_column; labels are encoded by `labels` (the training split's; None: built from this
+    file, of `label_kind`, several in one cell split at `delimiter`)."""
+    return load_split(path, columns, labels, require_label, label_kind=label_kind, delimiter=delimiter)
+
+
+def encode(tokenizer, split, columns: ColumnMap, max_length: int, long_doc: LongDocConfig | None = None,
+           name: str = "train") -> datasets.Dataset:
+    """Model rows of a split under the long-document strategy: input_ids, token_type_ids (real A/B segments for
+    pairs), `labels` (each window carries its document's label) and `doc_id` (the row of the split it came from;
+    drop it before the model sees the rows). Under long_doc.aggregate=attention a row is a document: input_ids and
+    token_type_ids hold its windows, and doc_id is the row's own index."""
+    long_doc = long_doc or LongDocConfig()
+    pairs = list(split[columns.text_pair]) if columns.text_pair else None
+    windows = encode_documents(tokenizer, list(split[columns.text]), pairs, max_length, long_doc)
+    warn_capped(windows, long_doc, name)
+    if long_doc.strategy == "chunk" and long_doc.aggregate == "attention":
+        rows, features = document_rows(windows)
+    else:
+        rows, features = window_rows(windows)
+    if "labels" in split.column_names:
+        labels = list(split["labels"])
+        rows["labels"] = [labels[i] for i in rows["doc_id"]]
+        features["labels"] = split.features["labels"]
+    return datasets.Dataset.from_dict(rows, features=datasets.Features(features))
+
+
+def window_rows(windows: Windows) -> tuple[dict, dict]:
+    """One row per window, with the document it came from."""
+    rows = {"input_ids": windows.input_ids, "token_type_ids": windows.token_type_ids,
+            "doc_id": windows.doc_ids.tolist()}
+    features = {"input_ids": datasets.List(datasets.Value("int32")),
+                "token_type_ids": datasets.List(datasets.Value("int8")), "doc_id": datasets.Value("int64")}
+    return rows, features
+
+
+def document_rows(windows: Windows) -> tuple[dict, dict]:
+    """One row per document holding its windows (aggregate=attention: the model pools them; DocumentCollator
+    flattens a batch's windows). Its doc_id is its own index, so per-document scoring needs no aggregation."""
+    bounds = [*first_windows(windows.doc_ids).tolist(), len(windows.doc_ids)]  # a document's windows are adjacent
+    spans = list(zip(bounds, bounds[1:]))
+    rows = {"input_ids": [windows.input_ids[a:b] for a, b in spans],
+            "token_type_ids": [windows.token_type_ids[a:b] for a, b in spans], "doc_id": list(range(len(spans)))}
+    features = {"input_ids": datasets.List(datasets.List(datasets.Value("int32"))),
+                "token_type_ids": datasets.List(datasets.List(datasets.Value("int8"))),
+                "doc_id": datasets.Value("int64")}
+    return rows, features
+
+
+def pop_doc_ids(split):
+    """The split without its doc_id column (the model must not see it), and the column as an array."""
+    return (split.remove_columns("doc_id"), np.asarray(split["doc_id"])) if split is not None else (None, None)
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+# The dev metric that picks the best checkpoint, per label kind.
+SELECTION_METRIC = {"single": "macro_f1", "multi": "micro_f1", "regression": "pearson"}
+DEFAULT_THRESHOLD = 0.5
+
+
+def probabilities(logits: np.ndarray, kind: str) -> np.ndarray:
+    """Softmax for single-label, sigmoid per label for multi-label, the raw value for regression. (N, C) -> (N, C)."""
+    logits = torch.as_tensor(np.asarray(logits, dtype=np.float32))
+    if kind == "single":
+        return logits.softmax(-1).numpy()
+    if kind == "multi":
+        return logits.sigmoid().numpy()
+    return logits.numpy()
+
+
+def decide(probs: np.ndarray, kind: str, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    """Class ids (single), multi-hot 0/1 rows (multi) or values (regression) from probabilities."""
+    if kind == "single":
+        return probs.argmax(-1)
+    if kind == "multi":
+        return (probs >= threshold).astype(np.int64)
+    return probs.reshape(len(probs), -1)[:, 0]
+
+
+def score(probs: np.ndarray, references, label_space: LabelSpace, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """The metrics of the label kind, on predictions decided from `probs`."""
+    predictions = decide(probs, label_space.kind, threshold)
+    if label_space.kind == "single":
+        return ClassificationMetric().compute(predictions=predictions, references=np.asarray(references),
+                                              label_names=label_space.names)
+    if label_space.kind == "multi":
+        return MultiLabelMetric().compute(predictions=predictions, references=np.asarray(references).astype(int))
+    return RegressionMetric().compute(predictions=predictions, references=np.asarray(references, dtype=float))
+
+
+def document_probabilities(logits, doc_ids: np.ndarray | None, kind: str, how: str = "mean") -> np.ndarray:
+    """(W, C) window logits -> (D, C) probabilities, one row per document (doc_ids None: a window per document)."""
+    probs = probabilities(logits, kind)
+    return probs if doc_ids is None else aggregate(probs, doc_ids, kind, how)
+
+
+class DevPredictions(transformers.TrainerCallback):
+    """The dev logits and labels of each evaluation during training, by step: the final evaluation of the model a
+    run keeps (its best checkpoint, or its last step) reuses them instead of one more pass over the dev set, which
+    costs as much as an epoch's evaluation (a third of the evaluation time of a 2-epoch run)."""
+
+    def __init__(self):
+        self.pending, self.by_step = None, {}
+
+    def record(self, logits, label_ids) -> None:  # from compute_metrics, which sees the predictions
+        self.pending = (np.asarray(logits), np.asarray(label_ids))
+
+    def on_evaluate(self, args, state, control, **kwargs):  # then the Trainer tells the step they belong to
+        if self.pending is not None:
+            self.by_step[state.global_step], self.pending = self.pending, None
+
+    def of_final_model(self, trainer) -> tuple | None:
+        """(logits, label_ids) of the weights the trainer holds after training, if an evaluation scored them."""
+        step, best = trainer.state.global_step, trainer.state.best_model_checkpoint
+        if trainer.args.load_best_model_at_end and best:
+            step = int(str(best).rstrip("/").rsplit("-", 1)[-1])
+        return self.by_step.get(step)
+
+
+def compute_metrics_fn(label_space: LabelSpace, threshold: float = DEFAULT_THRESHOLD, doc_ids=None,
+                       how: str = "mean", memory: DevPredictions | None = None):
+    """A Trainer `compute_metrics` for the label kind. With `doc_ids` (the document of each eval row, in the eval
+    set's order, which the Trainer keeps) the window predictions are aggregated and scored per document. With
+    `memory` (also passed to the Trainer as a callback) each evaluation's predictions are kept for the final one."""
+
+    def compute_metrics(eval_prediction):
+        logits = eval_prediction.predictions
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        references = np.asarray(eval_prediction.label_ids)
+        if memory is not None:
+            memory.record(logits, references)
+        if doc_ids is not None:
+            if len(doc_ids) != len(logits):
+                raise ValueError(f"{len(logits)} eval rows but {len(doc_ids)} window->document ids")
+            references = references[first_windows(doc_ids)]
+        probs = document_probabilities(logits, doc_ids, label_space.kind, how)
+        return score(probs, references, label_space, threshold)
+
+    return compute_metrics
+
+
+def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggregate: str,
+                     memory: DevPredictions | None = None):
+    """Dev metrics of the final model, per document (window predictions aggregated); for multi-label, the threshold
+    that maximises micro-F1 on dev first. Also the report files a single-label run writes beside its model. The
+    predictions come from `memory` when an evaluation during training scored these very weights."""
+    kept = memory.of_final_model(trainer) if memory is not None else None
+    if kept is None:
+        output = trainer.predict(dev, metric_key_prefix="eval")
+        predictions = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        kept = (predictions, output.label_ids)
+    probs = document_probabilities(kept[0], doc_ids, labels.kind, aggregate)
+    references = np.asarray(kept[1])[first_windows(doc_ids)]
+    threshold = DEFAULT_THRESHOLD
+    if labels.kind == "multi":
+        threshold = best_threshold(probs, references.astype(int))
+    metrics = {**score(probs, references, labels, threshold), "documents": len(references)}
+    files = {}
+    if labels.kind == "single":
+        predicted = probs.argmax(-1)
+        files["classification_report.txt"] = classification_report_text(references, predicted, labels.names)
+        files["confusion_matrix.json"] = confusion_matrix_table(references, predicted, labels.names)
+    return metrics, threshold, files
+
+
+def describe_prediction(probs_row: np.ndarray, label_space: LabelSpace, threshold: float) -> dict:
+    """One output record: the label(s), the score, and every label's probability."""
+    if label_space.kind == "regression":
+        return {"score": float(probs_row.reshape(-1)[0])}
+    named = {name: round(float(p), 6) for name, p in zip(label_space.names, probs_row)}
+    if label_space.kind == "multi":
+        chosen = [name for name, p in named.items() if p >= threshold]
+        return {"labels": chosen, "probabilities": named}
+    best = int(np.argmax(probs_row))
+    return {"label": label_space.names[best], "score": round(float(probs_row[best]), 6), "probabilities": named}
+
+
+# ------------------------------------------------------------------------------------------------ predict / evaluate
+
+
+CHUNK_ROWS = 2048  # rows tokenized and sorted together; bounds memory on large files
+LONG_DOC_CHUNK_ROWS = 256  # fewer when whole documents come back as token ids (every strategy but head)
+
+
+@dataclass
+class Classifier:
+    model: BertkitForSequenceClassification | BertkitForDocumentClassification
+    tokenizer: object
+    labels: LabelSpace
+    max_length: int
+    column_overrides: dict
+    long_doc: LongDocConfig = field(default_factory=LongDocConfig)
+
+
+def read_model_settings(model_dir: str, model_config) -> Settings:
+    """The run's Settings from config.json (the defaults for a model that saved none, e.g. a stock classifier)."""
+    return tasks.read_settings(Settings, model_config, str(Path(model_dir) / "config.json"))
+
+
+def load_predictor(model_dir: str) -> Classifier:
+    """The classifier of a run directory (or a stock BERT classifier), with the settings it was trained under."""
+    model = load_finetuned(model_class(model_dir), model_dir, "classify")
+    settings = read_model_settings(model_dir, model.config)
+    if settings.max_length is None:
+        settings = dataclasses.replace(settings, max_length=min(512, model.config.max_position_embeddings))
+    labels = LabelSpace.from_model_config(model.config)
+    settings.check(labels.kind)
+    return Classifier(model, load_tokenizer(model_dir), labels, settings.max_length, settings.columns(),
+                      settings.long_doc)
+
+
+def model_class(model_dir: str) -> type:
+    """The class of a run's model: the document model of long_doc.aggregate=attention, else the sequence head."""
+    architecture = model_task(model_dir) or ""
+    document = architecture.endswith(BertkitForDocumentClassification.__name__.removeprefix("Bertkit"))
+    return BertkitForDocumentClassification if document else BertkitForSequenceClassification
+
+
+@torch.inference_mode()
+def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[str] | None,
+                          batch_size: int = 64, progress: ExamplesProgress | None = None) -> np.ndarray:
+    """(N, C) probabilities for the N documents, in the order given; with long_doc.strategy=chunk, each document's
+    windows are run in the same token-budget batches as everything else and aggregated per document (attention: the
+    document model pools their vectors)."""
+    long_doc = classifier.long_doc
+    windows = encode_documents(classifier.tokenizer, texts, pairs, classifier.max_length, long_doc)
+    warn_capped(windows, long_doc, "input")
+    features = windows.features()
+
+    def advance(rows: int) -> None:  # progress in documents: windows count as their share of the documents
+        if progress is not None:
+            progress.advance(rows * len(texts) / len(features))
+
+    if is_document_model(classifier.model):  # aggregate=attention: the model pools each document's windows
+        logits = document_logits(classifier.model, classifier.tokenizer, features, windows.doc_ids,
+                                 batch_size * classifier.max_length, batch_size, advance)
+        return probabilities(logits, classifier.labels.kind)
+    batches = token_budget_batches([len(f["input_ids"]) for f in features], batch_size * classifier.max_length,
+                                   batch_size)
+    results = [None] * len(features)
+    for batch_indices in batches:
+        padded = classifier.tokenizer.pad([features[i] for i in batch_indices], return_tensors="pt")
+        logits = run_batch(classifier.model, padded).logits.float().cpu().numpy()
+        for row, index in enumerate(batch_indices):
+            results[index] = logits[row]
+        advance(len(batch_indices))
+    probs = probabilities(np.stack(results), classifier.labels.kind)
+    return probs if long_doc.strategy != "chunk" else aggregate(probs, windows.doc_ids, classifier.labels.kind,
+                                                                long_doc.aggregate)
+
+
+def _chunks(dataset, columns: ColumnMap, rows_per_chunk: int = CHUNK_ROWS):
+    for start in range(0, len(dataset), rows_per_chunk):
+        rows = dataset[start:start + rows_per_chunk]
+        yield rows[columns.text], rows[columns.text_pair] if columns.text_pair else None
+
+
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+    """Write one record per input row (label, score, every probability) as JSONL or CSV, in input order (through a
+    temporary file, renamed when complete)."""
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
+    classifier = load_predictor(model_dir)
+    dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
+                                        require_label=False)
+    writer = _RecordWriter(output_path, classifier.labels)
+    with writer, ExamplesProgress("predicting", len(dataset)) as progress:
+        for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier)):
+            probs = predict_probabilities(classifier, texts, pairs, batch_size, progress)
+            for text, row in zip(texts, probs):
+                writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold)})
+    return len(dataset)
+
+
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+    """Metrics of the model on a labelled file; labels the model never saw are an error, not a silent mismatch."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
+    classifier = load_predictor(model_dir)
+    dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
+                                        require_label=True)
+    with ExamplesProgress("evaluating", len(dataset)) as progress:
+        probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress)
+                                for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier))])
+    metrics = score(probs, list(dataset["labels"]), classifier.labels, classifier.labels.threshold)
+    if output_path:
+        write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset),
+                                       "long_doc": classifier.long_doc.strategy, **metrics})
+    return metrics
+
+
+def _rows_per_chunk(classifier: Classifier) -> int:
+    return CHUNK_ROWS if classifier.long_doc.strategy == "head" else LONG_DOC_CHUNK_ROWS
+
+
+class _RecordWriter:
+    """JSONL (one object per line) or CSV (label, score, prob_<name> columns), chosen by the output's extension."""
+
+    def __init__(self, path: str, labels: LabelSpace):
+        self.path, self.labels = Path(path), labels
+        self.is_csv = self.path.suffix.lower() in (".csv", ".tsv")
+        if not self.is_csv and self.path.suffix.lower() not in (".jsonl", ".json"):
+            raise BertkitError(f"output file {path}: use a .jsonl or .csv name")
+
+    def __enter__(self):
+        self.output = atomic_output(self.path, "predictions", newline="")  # renamed over path when complete
+        self.handle = self.output.__enter__()
+        if self.is_csv:
+            self.csv = csv.writer(self.handle, delimiter="\t" if self.path.suffix.lower() == ".tsv" else ",")
+            self.csv.writerow(["text", "label", "score", *[f"prob_{name}" for name in self.labels.names]])
+        return self
+
+    def write(self, record: dict) -> None:
+        if not self.is_csv:
+            self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            return
+        label = record.get("label", ";".join(record.get("labels", [])))
+        probs = record.get("probabilities", {})
+        self.csv.writerow([record["text"], label, record.get("score", ""), *[probs[n] for n in self.labels.names]])
+
+    def __exit__(self, *exc):
+        return self.output.__exit__(*exc)
+
+
+__all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
+           "evaluate_file", "LongDocConfig", "first_windows", "Classifier", "predict_probabilities", "pop_doc_ids",
+           "SELECTION_METRIC", "DEFAULT_THRESHOLD", "probabilities", "document_probabilities", "score",
+           "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
+           "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class"]

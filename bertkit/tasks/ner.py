@@ -1,0 +1,366 @@
+"""Named-entity recognition: the ner task, shared by recipes/ner.py, `bertkit predict` and `bertkit evaluate`.
+
+    read_examples("train.conll", ReadOptions())  -> NerData(sentences=[Sentence(words, tags, ...)], scheme="IOB2")
+    encode(tokenizer, sentences, 128, 32, label2id)  -> SentenceWindows: overlapping token windows + labels
+    windows.word_probabilities(window_probs, o_id, C)  -> one (words, C) array per sentence
+    entities_from_tags(sentence, tags, scores)       -> [{"text", "type", "start", "end", "score"}]
+
+Inputs: CoNLL-style column files and JSONL rows of tokens + tags or text + character-offset entities, raw text split
+into words the way BERT's basic tokenizer splits it, or one word per character (bertkit/tasks/ner_files.py). Tags may
+be IOB2, IOB1 (converted to IOB2) or BIOES (bertkit/tasks/ner_tag_schemes.py).
+
+Here: labels go on each word's first sub-token; the others get -100, or with `label_all_tokens` the I- tag of the
+word's entity. Long sentences are cut into overlapping windows (the sliding-window rule of
+bertkit/tasks/long_documents.py), and each word takes the prediction of the window where its first sub-token is most
+central. Predictions are decoded into entity spans with character offsets and scored per entity (seqeval), for the
+Trainer's evaluation and for `bertkit evaluate`, by the tagger, which reads the inference settings its run saved with
+the model (config.json, under tasks.SETTINGS_KEY).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from bertkit.checkpoints import load_finetuned, load_tokenizer
+from bertkit.console import ExamplesProgress, say
+from bertkit.errors import BertkitError, ConfigValueError
+from bertkit.inference import run_batch, token_budget_batches
+from bertkit.metrics import SEQEVAL_SCHEMES, SeqevalMetric
+from bertkit.modeling_bert import BertkitForTokenClassification
+from bertkit.rundir import atomic_output, check_output_path, write_json
+from bertkit.tasks import SETTINGS_KEY, read_settings
+from bertkit.tasks.long_documents import sliding_windows
+from bertkit.tasks.ner_files import NerData, ReadOptions, Sentence, read_examples, read_texts, split_words
+from bertkit.tasks.ner_tag_schemes import (SCHEMES, continuation_ids, label_names, repair_tags, scheme_violations,
+                                           spans_to_tags, split_tag, tags_to_spans)
+
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+
+IGNORE_INDEX = -100
+
+
+def align_labels(word_ids: list[int | None], word_labels: list[int], continuation: dict[int, int] | None = None,
+                 label_all_tokens: bool = False) -> list[int]:
+    """One label per sub-token: the word's label on its first sub-token; on the others -100, or with
+    label_all_tokens the continuation label (I-<type> of the entity, O for O). Special tokens (None) get -100."""
+    labels, previous = [], None
+    for word in word_ids:
+        if word is None:
+            labels.append(IGNORE_INDEX)
+        elif word != previous:
+            labels.append(word_labels[word])
+        else:
+            labels.append(continuation[word_labels[word]] if label_all_tokens else IGNORE_INDEX)
+        previous = word
+    return labels
+
+
+def first_tokens(word_ids: list[int | None], num_words: int) -> list[int | None]:
+    """Index of each word's first sub-token; None for a word that became no token at all (e.g. U+200B alone)."""
+    first: list[int | None] = [None] * num_words
+    for position, word in enumerate(word_ids):
+        if word is not None and first[word] is None:
+            first[word] = position
+    return first
+
+
+def sentence_windows(num_tokens: int, max_length: int, stride: int) -> list[tuple[int, int]]:
+    """[start, end) sub-token ranges of a sentence's windows: the one sliding-window rule with full windows (the last
+    moved back to end at the sentence's end), max_length - 2 sub-tokens each beside [CLS] / [SEP]. A sentence of no
+    tokens gets no window, so it has no rows to predict (its words fall back to O)."""
+    spans = sliding_windows(num_tokens, max_length - 2, stride, full_last=True)
+    return spans if num_tokens else []
+
+
+def stitch_windows(spans: list[tuple[int, int]], window_values: list[np.ndarray], num_tokens: int) -> np.ndarray:
+    """Per-token rows from overlapping windows: each token takes the row of the window where it is most central
+    (largest distance to the window's nearer edge; the earlier window on a tie). (num_tokens, C)."""
+    width = window_values[0].shape[-1] if window_values else 0
+    stitched = np.zeros((num_tokens, width), dtype=np.float32)
+    best = np.full(num_tokens, -1)
+    for (start, end), values in zip(spans, window_values):
+        positions = np.arange(start, end)
+        centrality = np.minimum(positions - start, end - 1 - positions)
+        better = centrality > best[start:end]
+        stitched[start:end][better] = values[better]
+        best[start:end][better] = centrality[better]
+    return stitched
+
+
+@dataclass
+class SentenceWindows:
+    """Sentences as model rows: overlapping windows of sub-tokens, and what stitches them back into words."""
+
+    features: list[dict]  # one per window: input_ids, attention_mask, token_type_ids [, labels]
+    owner: list[int]  # the sentence of each window
+    spans: list[tuple[int, int]]  # the window's [start, end) in its sentence's sub-tokens
+    first_tokens: list[list[int | None]]  # per sentence, each word's first sub-token
+    num_tokens: list[int]  # per sentence
+
+    def word_probabilities(self, window_values: list[np.ndarray], fallback: int, width: int) -> list[np.ndarray]:
+        """(words, width) per sentence from each window's (window tokens, width) rows; a word without sub-tokens
+        gets a one-hot row at `fallback` (the O label)."""
+        by_sentence: list[list[int]] = [[] for _ in self.first_tokens]
+        for index, sentence in enumerate(self.owner):
+            by_sentence[sentence].append(index)
+        results = []
+        for sentence, indices in enumerate(by_sentence):
+            tokens = stitch_windows([self.spans[i] for i in indices], [window_values[i] for i in indices],
+                                    self.num_tokens[sentence])
+            rows = np.zeros((len(self.first_tokens[sentence]), width), dtype=np.float32)
+            for word, position in enumerate(self.first_tokens[sentence]):
+                if position is None:
+                    rows[word, fallback] = 1.0
+                else:
+                    rows[word] = tokens[position]
+            results.append(rows)
+        return results
+
+
+def encode(tokenizer, sentences: list[Sentence], max_length: int, stride: int,
+           label2id: dict[str, int] | None = None, label_all_tokens: bool = False) -> SentenceWindows:
+    """Tokenize whole sentences (is_split_into_words), then cut each into windows of max_length - 2 sub-tokens
+    plus [CLS] / [SEP]. With label2id, each window carries its aligned labels."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise BertkitError("NER needs a fast tokenizer (word_ids) — save the model with its tokenizer.json")
+    windows = SentenceWindows([], [], [], [], [])
+    if not sentences:
+        return windows
+    encoded = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=False)
+    continuation = continuation_ids(label2id) if label2id else None
+    for index, sentence in enumerate(sentences):
+        ids, word_ids = encoded["input_ids"][index], encoded.word_ids(index)
+        windows.first_tokens.append(first_tokens(word_ids, len(sentence.words)))
+        windows.num_tokens.append(len(ids))
+        labels = None
+        if label2id is not None:
+            word_labels = [_label_id(label2id, tag, sentence, i) for i, tag in enumerate(sentence.tags)]
+            labels = align_labels(word_ids, word_labels, continuation, label_all_tokens)
+        for start, end in sentence_windows(len(ids), max_length, stride):
+            windows.features.append(_window_row(tokenizer, ids, labels, start, end))
+            windows.owner.append(index)
+            windows.spans.append((start, end))
+    return windows
+
+
+def _window_row(tokenizer, ids: list[int], labels: list[int] | None, start: int, end: int) -> dict:
+    """[CLS] ids[start:end] [SEP] as one model row, with its labels (-100 on [CLS] / [SEP]) when there are labels."""
+    row = {"input_ids": [tokenizer.cls_token_id, *ids[start:end], tokenizer.sep_token_id],
+           "attention_mask": [1] * (end - start + 2), "token_type_ids": [0] * (end - start + 2)}
+    if labels is not None:
+        row["labels"] = [IGNORE_INDEX, *labels[start:end], IGNORE_INDEX]
+    return row
+
+
+def _label_id(label2id: dict[str, int], tag: str, sentence: Sentence, index: int) -> int:
+    if tag not in label2id:
+        raise BertkitError(f"{sentence.location(index)}: tag {tag} is not among the model's labels "
+                           f"({', '.join(label2id)}) — the training data has no entity of that type")
+    return label2id[tag]
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, dtype=np.float32)
+    shifted = np.exp(logits - logits.max(-1, keepdims=True))
+    return shifted / shifted.sum(-1, keepdims=True)
+
+
+def window_rows(logits: np.ndarray, windows: SentenceWindows) -> list[np.ndarray]:
+    """Trainer's padded (windows, T, C) logits -> each window's probabilities at its real tokens ([CLS] and
+    [SEP] dropped)."""
+    return [softmax(logits[i, 1:1 + end - start]) for i, (start, end) in enumerate(windows.spans)]
+
+
+# ------------------------------------------------------------------------------------------------ decoding and scoring
+
+
+def entities_from_tags(sentence: Sentence, tags: list[str], scores: np.ndarray) -> list[dict]:
+    """Entity spans of one sentence: text, type, character offsets into sentence.text (end exclusive) and score,
+    the mean over the entity's words of the predicted tag's probability."""
+    entities = []
+    for first, end, kind in tags_to_spans(tags):
+        start_char, end_char = sentence.offsets[first][0], sentence.offsets[end - 1][1]
+        entities.append({"text": sentence.text[start_char:end_char], "type": kind, "start": start_char,
+                         "end": end_char, "score": round(float(np.mean(scores[first:end])), 4)})
+    return entities
+
+
+def decode(probs: np.ndarray, id2label: dict[int, str]) -> tuple[list[str], np.ndarray]:
+    """(words, C) probabilities -> the predicted tags and each one's probability."""
+    best = probs.argmax(-1)
+    return [id2label[int(i)] for i in best], probs[np.arange(len(best)), best]
+
+
+def score_tags(predicted: list[list[str]], gold: list[list[str]], strict: bool, scheme: str) -> dict:
+    """Entity-level precision / recall / F1 (micro) and per type, with seqeval; strict mode under `scheme`."""
+    options = {"mode": "strict", "scheme": scheme} if strict else {}
+    return SeqevalMetric().compute(predictions=predicted, references=gold, **options)
+
+
+def entity_report(predicted: list[list[str]], gold: list[list[str]], strict: bool, scheme: str) -> str:
+    """seqeval's per-type table as text (for entity_report.txt)."""
+    import warnings
+
+    from seqeval.metrics import classification_report
+
+    options = {"mode": "strict", "scheme": SEQEVAL_SCHEMES[scheme]} if strict else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return classification_report(gold, predicted, digits=4, zero_division=0, **options)
+
+
+def predicted_tags(logits: np.ndarray, windows: SentenceWindows, id2label: dict[int, str]) -> list[list[str]]:
+    """Trainer's padded (windows, T, C) logits -> each sentence's predicted tags, one per word."""
+    o_id = {v: k for k, v in id2label.items()}["O"]
+    word_probs = windows.word_probabilities(window_rows(logits, windows), o_id, len(id2label))
+    return [decode(p, id2label)[0] for p in word_probs]
+
+
+def compute_metrics_fn(windows: SentenceWindows, sentences: list[Sentence], id2label: dict[int, str],
+                       strict: bool, scheme: str):
+    """A Trainer `compute_metrics` that stitches the eval windows back into sentences and scores words."""
+
+    def compute_metrics(eval_prediction):
+        logits = eval_prediction.predictions
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        return score_tags(predicted_tags(logits, windows, id2label), [s.tags for s in sentences], strict, scheme)
+
+    return compute_metrics
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text, as the recipe requires
+
+
+@dataclass
+class Settings:
+    scheme: Literal["IOB2", "BIOES"] = "IOB2"
+    """Tag scheme the model predicts (IOB1 training files became IOB2); evaluate scores under it."""
+    file_scheme: Literal["auto", "IOB2", "IOB1", "BIOES"] = "auto"
+    """Scheme of the training files (the recipe's data.scheme); evaluate reads labelled files in it (auto: scheme)."""
+    repair_tags: bool = False
+    """Evaluate repairs tags that break the scheme instead of stopping, as the training run did."""
+    skip_bad_examples: bool = False
+    """Evaluate skips (and counts) bad examples instead of stopping, as the training run did."""
+    split: Literal["bert", "chars"] = "bert"
+    """How raw text becomes words: bert (whitespace, punctuation, each CJK character) or chars (every character)."""
+    max_length: int | None = None
+    """Tokens per window, [CLS] and [SEP] included (None: the model's positions, at most 512)."""
+    stride: int = 32
+    """Tokens that consecutive windows share."""
+    strict: bool = False
+    """Score entities in seqeval's strict mode under the scheme (default: conlleval's lenient reading)."""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a window that cannot work, naming the key (one line)."""
+        if self.max_length is not None and self.max_length < MIN_MAX_LENGTH:
+            raise ConfigValueError(f"{SETTINGS_KEY}.max_length", f"{SETTINGS_KEY}.max_length must be at least "
+                                   f"{MIN_MAX_LENGTH} ([CLS], [SEP] and some text), got {self.max_length}")
+        room = self.max_length - 2 if self.max_length is not None else None
+        if self.stride < 0 or (room is not None and self.stride >= room):
+            raise ConfigValueError(f"{SETTINGS_KEY}.stride", f"{SETTINGS_KEY}.stride must be 0 or more and below the "
+                                   f"{room} tokens of a window (max_length - 2), got {self.stride}")
+
+    def read_options(self) -> ReadOptions:
+        """How evaluate reads a labelled file: with the training run's scheme, repair, skip and split options."""
+        file_scheme = self.file_scheme if self.file_scheme in SCHEMES else self.scheme  # IOB1 files convert
+        return ReadOptions(scheme=file_scheme, repair=self.repair_tags, skip_bad=self.skip_bad_examples,
+                           split=self.split)
+
+
+# ------------------------------------------------------------------------------------------------ predict / evaluate
+
+
+@dataclass
+class Tagger:
+    """A fine-tuned token classifier with its tokenizer, labels and saved settings: what predict and evaluate run."""
+
+    model: BertkitForTokenClassification
+    tokenizer: object
+    id2label: dict[int, str]
+    settings: Settings  # max_length resolved: never None here
+
+
+def load_predictor(model_dir: str) -> Tagger:
+    """The model, its tokenizer and labels, and the settings its run saved (the defaults where it saved none)."""
+    model = load_finetuned(BertkitForTokenClassification, model_dir, "ner")
+    settings = read_settings(Settings, model.config, str(Path(model_dir) / "config.json"))
+    max_length = settings.max_length or min(512, model.config.max_position_embeddings)
+    return Tagger(model, load_tokenizer(model_dir), {int(k): v for k, v in model.config.id2label.items()},
+                  dataclasses.replace(settings, max_length=max_length))
+
+
+@torch.inference_mode()
+def predict_word_probabilities(tagger: Tagger, sentences: list[Sentence], batch_size: int = 64) -> list[np.ndarray]:
+    """(words, C) probabilities per sentence: windows run in length-sorted batches under a token budget."""
+    max_length = tagger.settings.max_length
+    windows = encode(tagger.tokenizer, sentences, max_length, tagger.settings.stride)
+    lengths = [len(f["input_ids"]) for f in windows.features]
+    rows: list[np.ndarray | None] = [None] * len(lengths)
+    with ExamplesProgress("tagging", len(sentences)) as progress:  # windows count as their share of sentences
+        for batch in token_budget_batches(lengths, batch_size * max_length, batch_size):
+            padded = tagger.tokenizer.pad([windows.features[i] for i in batch], return_tensors="pt")
+            probs = run_batch(tagger.model, padded).logits.float().softmax(-1).cpu().numpy()  # (B, T, C)
+            for row, index in enumerate(batch):
+                rows[index] = probs[row, 1:lengths[index] - 1]
+            progress.advance(len(batch) * len(sentences) / max(len(lengths), 1))
+    o_id = {v: k for k, v in tagger.id2label.items()}["O"]
+    return windows.word_probabilities(rows, o_id, len(tagger.id2label))
+
+
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+    """Entity spans for every text of a file, in input order, as JSONL: {"text", "entities": [{"text", "type",
+    "start", "end", "score"}]} with character offsets into "text"."""
+    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
+        raise BertkitError(f"output file {output_path}: NER predictions are nested (entities per text) — use a "
+                           f".jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
+    tagger = load_predictor(model_dir)
+    sentences = read_texts(input_path, tagger.settings.split)
+    probs = predict_word_probabilities(tagger, sentences, batch_size)
+    with atomic_output(output_path, "predictions") as handle:
+        for sentence, word_probs in zip(sentences, probs):
+            tags, scores = decode(word_probs, tagger.id2label)
+            record = {"text": sentence.text, "entities": entities_from_tags(sentence, tags, scores)}
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return len(sentences)
+
+
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+    """Entity-level metrics on a labelled CoNLL / JSONL file, read with the options of the training run."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
+    tagger = load_predictor(model_dir)
+    data = read_examples(input_path, tagger.settings.read_options())
+    for note in data.notes:
+        say(note)
+    probs = predict_word_probabilities(tagger, data.sentences, batch_size)
+    predicted = [decode(p, tagger.id2label)[0] for p in probs]
+    metrics = score_tags(predicted, [s.tags for s in data.sentences], tagger.settings.strict, tagger.settings.scheme)
+    if output_path:
+        write_json(Path(output_path), {"file": str(input_path), "sentences": len(data.sentences), **metrics})
+    return metrics
+
+
+__all__ = [
+    "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
+    "Sentence", "ReadOptions", "NerData", "SentenceWindows", "Tagger", "read_texts", "split_words", "SCHEMES",
+    "split_tag", "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names",
+    "continuation_ids", "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows",
+    "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities",
+    "IGNORE_INDEX", "softmax",
+]
