@@ -56,10 +56,11 @@ def imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom):
             base = package[:len(package) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names
-                         if (PACKAGE.parent / f"{module}.{alias.name}".replace(".", "/")).is_dir()
-                         or (PACKAGE.parent / (f"{module}.{alias.name}".replace(".", "/") + ".py")).is_file())
+            submodules = {f"{module}.{alias.name}" for alias in node.names
+                          if (PACKAGE.parent / f"{module}.{alias.name}".replace(".", "/")).is_dir()
+                          or (PACKAGE.parent / (f"{module}.{alias.name}".replace(".", "/") + ".py")).is_file()}
+            # `from . import speed` needs bertkit.speed, not what bertkit/__init__ defines (as `from .speed import`)
+            found.update(submodules if len(submodules) == len(node.names) else submodules | {module})
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return {name for name in found if name == "bertkit" or name.startswith("bertkit.")}
