@@ -1,17 +1,14 @@
-"""Checks of a recipe config's numbers, paths and Trainer settings, run where the config is built.
+"""The rules of a recipe config: ranges pydantic checks (`Seed`, `MaxLength`), and the checks across keys that a
+recipe's `Config.__post_init__` runs after pydantic has typed every value (bertkit/config.py), so that `bertkit
+validate` and `bertkit run` refuse a value that cannot work before any model or data is loaded (nothing here loads
+either: paths are only looked at):
 
-Each recipe's `Config.__post_init__` calls them, so `bertkit validate` and `bertkit run` refuse a value that cannot
-work before any model or data is loaded (nothing here loads either: paths are only looked at):
-
-    check_max_length(self.data.max_length)                  room for [CLS], [SEP] and some text
-    check_recipe(self, has_eval=self.data.eval is not None) seed, llrd, head_lr, early stopping, train, paths
-
-The shared options of bertkit/options.py check themselves with the same rules when they are built
-(`RunOptions.check`: seed, resume; `FineTuning.check`: llrd, head_lr, patience, search.*, seeds;
-`LoraOptions.check`: lora.*).
+    max_length: MaxLength = 128                             a field's range: [CLS], [SEP] and some text
+    check_recipe(self, has_eval=self.data.eval is not None) early stopping, train:, search, seeds, paths
 
 Every check raises `ConfigValueError` with one line that names the key, the rule and the fix; `load_config` adds
-where the key was set (`(from override data.max_length=1)`).
+where the key was set (`(from override data.max_length=1)`). `bertkit validate` also builds the run's real
+`TrainingArguments` (`check_training_arguments`); `bertkit run` builds it once, in the recipe.
 """
 
 from __future__ import annotations
@@ -19,14 +16,18 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from .config.reading import _show
-from .config.train import TRAIN_KEY
+from pydantic import Field
+
+from .config import TRAIN_KEY, _show, check_value
 from .errors import BertkitError, ConfigValueError
 
 MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
 SEED_LIMIT = 2**32  # numpy's range, which transformers.set_seed seeds too
+
+Seed = Annotated[int, Field(ge=0, lt=SEED_LIMIT)]
+MaxLength = Annotated[int, Field(ge=MIN_MAX_LENGTH)]  # tokens per example, [CLS] and [SEP] included
 
 
 def require(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
@@ -54,36 +55,6 @@ def _number(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- recipe knobs
 
 
-def check_max_length(value: int, key: str = "data.max_length", minimum: int = MIN_MAX_LENGTH) -> None:
-    require(value >= minimum, key, value, f"at least {minimum} ([CLS], [SEP] and some text)",
-            f"set {key}=128 (at most the model's max_position_embeddings, 512 for BERT)")
-
-
-def check_seed(value: int, key: str = "seed") -> None:
-    require(0 <= value < SEED_LIMIT, key, value, f"between 0 and {SEED_LIMIT - 1}", f"e.g. {key}=42")
-
-
-def check_learning_rates(llrd: float, head_lr: float | None) -> None:
-    require(0 < llrd <= 1, "llrd", llrd, "above 0 and at most 1 (the factor per layer down from the top)",
-            "1.0 turns layer-wise decay off, 0.8-0.95 is typical")
-    require(head_lr is None or head_lr > 0, "head_lr", head_lr, "above 0 (or null for train.learning_rate)",
-            "e.g. head_lr=1.0e-3")
-
-
-def check_lora(lora) -> None:
-    require(lora.r >= 1, "lora.r", lora.r, "at least 1 (the adapters' rank)", "e.g. lora.r=8")
-    require(lora.alpha > 0, "lora.alpha", lora.alpha, "above 0 (scale = alpha / r)", "e.g. lora.alpha=16")
-    require(0 <= lora.dropout < 1, "lora.dropout", lora.dropout, "in [0, 1)", "e.g. lora.dropout=0.1, 0.0 for none")
-    require(len(lora.target_modules) > 0, "lora.target_modules", lora.target_modules, "a non-empty list",
-            "e.g. lora.target_modules=[query,value]")
-
-
-def check_patience(patience: int | None, key: str = "early_stopping_patience") -> None:
-    if patience is not None:
-        require(patience >= 1, key, patience, "at least 1 (evaluations without improvement)",
-                f"e.g. {key}=3, or null to train every epoch")
-
-
 def _check_range(values: list, key: str, low: float, high: float, rule: str, example: str) -> None:
     """A [min, max] search range: two numbers, min <= max, both inside [low, high] (`rule` says it in words)."""
     require(len(values) == 2, key, values, "two numbers [min, max]", f"e.g. {key}={example}")
@@ -92,26 +63,22 @@ def _check_range(values: list, key: str, low: float, high: float, rule: str, exa
 
 
 def check_search(search) -> None:
-    """search.* (bertkit/options.py SearchOptions): the trial count and each range the trials draw from."""
-    require(search.trials >= 0, "search.trials", search.trials, "0 (no search) or more", "e.g. search.trials=8")
+    """search.* (bertkit/options.py SearchOptions): each [min, max] range the trials draw from (the trial count
+    and batch sizes are ranges pydantic checks)."""
     _check_range(search.learning_rate, "search.learning_rate", 1e-12, 1.0, "above 0 and at most 1",
                  "[2.0e-5,5.0e-5]")
-    require(len(search.batch_sizes) > 0 and all(size >= 1 for size in search.batch_sizes), "search.batch_sizes",
-            search.batch_sizes, "a non-empty list of sizes of at least 1", "e.g. search.batch_sizes=[16,32]")
     _check_range(search.epochs, "search.epochs", 1, float("inf"), "whole epochs, at least 1", "[2,4]")
     _check_range(search.warmup, "search.warmup", 0.0, 0.999, "shares of the training steps in [0, 1)", "[0.0,0.1]")
     _check_range(search.llrd, "search.llrd", 1e-12, 1.0, "above 0 and at most 1 (1.0 = no decay)", "[0.8,1.0]")
 
 
 def check_seed_band(seeds: list[int] | None, searching: bool) -> None:
-    """seeds=[...]: two or more distinct valid seeds, and not together with a search (each trial would need its
-    own band: trials x seeds runs)."""
+    """seeds=[...]: two or more distinct seeds (each a `Seed`), and not together with a search (each trial would
+    need its own band: trials x seeds runs)."""
     if seeds is None:
         return
     require(len(seeds) >= 2, "seeds", seeds, "two or more seeds (a band; one run takes seed=N)",
             "e.g. seeds=[42,43,44], or seeds=null and seed=42")
-    for seed in seeds:
-        check_seed(seed, "seeds")
     require(len(set(seeds)) == len(seeds), "seeds", seeds, "distinct seeds (a repeated one reruns the same run)",
             "e.g. seeds=[42,43,44]")
     if searching:
@@ -160,25 +127,6 @@ def check_resume(resume: bool | str) -> None:
 
 # ---------------------------------------------------------------------------------------------- train: numbers
 
-# name -> (test, rule, fix) for the TrainingArguments numbers a run cannot work with (None = unset, not checked).
-_TRAIN_RULES = {
-    "learning_rate": (lambda v: v > 0, "above 0", "e.g. train.learning_rate=5.0e-5"),
-    "weight_decay": (lambda v: v >= 0, "0 or more", "0.0 turns it off, 0.01 is usual"),
-    "warmup_steps": (lambda v: v >= 0, "0 or more (below 1: a share of the training steps)",
-                     "e.g. train.warmup_steps=0.1"),
-    "gradient_accumulation_steps": (lambda v: v >= 1, "at least 1", "1 turns accumulation off"),
-    "per_device_train_batch_size": (lambda v: v >= 1, "at least 1", "e.g. train.per_device_train_batch_size=16"),
-    "per_device_eval_batch_size": (lambda v: v >= 1, "at least 1", "e.g. train.per_device_eval_batch_size=64"),
-    "max_grad_norm": (lambda v: v >= 0, "0 or more", "1.0 is usual, 0 turns clipping off"),
-    "logging_steps": (lambda v: v > 0, "above 0", "e.g. train.logging_steps=10"),
-    "save_steps": (lambda v: v > 0, "above 0 (below 1: a share of the training steps)", "e.g. train.save_steps=500"),
-    "eval_steps": (lambda v: v > 0, "above 0 (or null: train.logging_steps)", "e.g. train.eval_steps=500"),
-    "save_total_limit": (lambda v: v >= 1, "at least 1 (or null to keep every checkpoint)",
-                         "e.g. train.save_total_limit=2"),
-    "dataloader_num_workers": (lambda v: v >= 0, "0 or more", "0 loads batches in the training process"),
-}
-
-
 def check_precision_keys(train: dict) -> None:
     """train.fp16 / train.bf16 beside the recipe's precision: the run would mix both (or TrainingArguments refuses)."""
     for name in ("fp16", "bf16"):
@@ -188,11 +136,26 @@ def check_precision_keys(train: dict) -> None:
                                                     f"precision={name} instead")
 
 
+# Ranges of the TrainingArguments numbers a run cannot work with (None = unset, not checked).
+_TRAIN_LIMITS = {
+    "learning_rate": Field(gt=0), "weight_decay": Field(ge=0), "warmup_steps": Field(ge=0),
+    "gradient_accumulation_steps": Field(ge=1), "per_device_train_batch_size": Field(ge=1),
+    "per_device_eval_batch_size": Field(ge=1), "max_grad_norm": Field(ge=0), "logging_steps": Field(gt=0),
+    "save_steps": Field(gt=0), "eval_steps": Field(gt=0), "save_total_limit": Field(ge=1),
+    "dataloader_num_workers": Field(ge=0),
+}
+
+
 def check_train_numbers(train: dict) -> None:
-    for name, (test, rule, fix) in _TRAIN_RULES.items():
+    """Each train: number in its range (checked by pydantic), and train.max_steps with train.num_train_epochs."""
+    import transformers
+
+    for name, limit in _TRAIN_LIMITS.items():
         value = train.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            require(test(value), f"train.{name}", value, rule, fix)
+            default = transformers.TrainingArguments.__dataclass_fields__[name].default
+            with at_key(f"train.{name}"):
+                check_value(_number(value), Annotated[float, limit], f"train.{name}", default)
     max_steps = train.get("max_steps", -1)
     require(max_steps == -1 or max_steps > 0, "train.max_steps", max_steps,
             "above 0, or -1 to train for train.num_train_epochs", "e.g. train.max_steps=1000")
@@ -229,7 +192,6 @@ def check_early_stopping(patience: int | None, args: dict, has_eval: bool) -> No
     key = "early_stopping_patience"
     if patience is None:
         return
-    check_patience(patience, key)
     if not has_eval:
         raise ConfigValueError(key, f"config key '{key}' needs a dev split to watch, and data.eval is not set — set "
                                     f"data.eval=<file>, or remove {key}")
@@ -265,45 +227,41 @@ def check_best_model(args: dict, train: dict) -> None:
                                "train.load_best_model_at_end=false")
 
 
-# The TrainingArguments keys whose combinations its __post_init__ refuses (no precision, device or launcher keys).
-_SCHEDULE_KEYS = (
-    "eval_strategy", "save_strategy", "logging_strategy", "eval_steps", "save_steps", "logging_steps",
-    "load_best_model_at_end", "metric_for_best_model", "greater_is_better", "lr_scheduler_type", "warmup_steps",
-    "dataloader_num_workers", "dataloader_prefetch_factor", "torch_empty_cache_steps", "save_total_limit",
-    "eval_delay", "max_steps", "num_train_epochs", "learning_rate", "weight_decay",
-)  # fmt: skip
+# train: keys that set up a distributed launcher (its package, e.g. deepspeed, is needed where the run starts, not
+# where the config is checked): left out of the TrainingArguments that `bertkit validate` builds.
+_LAUNCHER_KEYS = ("deepspeed", "fsdp", "fsdp_config")
 
 
-def check_with_training_arguments(args: dict) -> None:
-    """What TrainingArguments itself refuses among the schedule keys, built without touching the device (which
-    would start accelerate's process state, on the CPU, before the run)."""
+def check_training_arguments(cfg) -> None:
+    """`bertkit validate`: the run's real TrainingArguments (bertkit's defaults, `train:`, evaluation with a dev
+    split, the precision), so that what TrainingArguments itself refuses is said before a run. Only validate
+    builds it here: it starts accelerate's process state, which the run's own TrainingArguments would reuse."""
     import transformers
 
-    class Unplaced(transformers.TrainingArguments):
-        device = property(lambda self: None)
+    from .precision import resolve_precision
+    from .training import trainer_kwargs
 
-    launcher = os.environ.pop("ACCELERATE_USE_DEEPSPEED", None)  # or it would set up a DeepSpeed plugin here
+    has_eval = cfg.data.eval is not None or hasattr(cfg.data, "eval_fraction")  # mlm holds out a share
+    train = {k: v for k, v in cfg.train.items() if k not in _LAUNCHER_KEYS}
+    flags, _ = resolve_precision(cfg.run.precision)
     try:
-        Unplaced(output_dir=str(args["output_dir"]), **{k: v for k, v in args.items() if k in _SCHEDULE_KEYS})
+        transformers.TrainingArguments(**trainer_kwargs(train, cfg.run.output_dir, cfg.run.seed, has_eval, None),
+                                       **flags)
     except (ValueError, TypeError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigValueError(TRAIN_KEY, f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings "
-                                          f"({first}) — change the {TRAIN_KEY}.* keys it names") from None
-    finally:
-        if launcher is not None:
-            os.environ["ACCELERATE_USE_DEEPSPEED"] = launcher
+        raise BertkitError(f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings ({first}) — change "
+                           f"the {TRAIN_KEY}.* keys it names") from None
 
 
 def check_trainer_settings(cfg, has_eval: bool) -> None:
-    """The TrainingArguments the recipe will build (bertkit's defaults, `train:`, evaluation with a dev split),
-    checked as the Trainer will check them."""
+    """The TrainingArguments keywords the recipe will pass (bertkit's defaults, `train:`, evaluation with a dev
+    split): the combinations bertkit's own callbacks and best-model selection need."""
     from .training import trainer_kwargs
 
     args = trainer_kwargs(cfg.train, cfg.run.output_dir, cfg.run.seed, has_eval, None)
     check_evaluation(args, has_eval)
     check_early_stopping(cfg.tune.early_stopping_patience, args, has_eval)
     check_best_model(args, cfg.train)
-    check_with_training_arguments(args)
 
 
 # ---------------------------------------------------------------------------------------------- a whole recipe
@@ -323,7 +281,7 @@ def check_repeated_training(tune, resume, has_eval: bool) -> None:
 
 
 def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
-    """The checks every recipe shares beyond its options' own (bertkit/options.py): `train:` numbers and
+    """The checks every recipe shares beyond its options' own (bertkit/options.py): `train:` step counts and
     combinations, early stopping against them, a search or seed band against the dev split, and the paths (model
     unless `model=False`, data files, which may be Hub datasets when `hub_data`)."""
     check_repeated_training(cfg.tune, cfg.run.resume, has_eval)
@@ -337,10 +295,8 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 
 __all__ = [
-    "MIN_MAX_LENGTH", "require", "at_key", "check_max_length", "check_seed", "check_learning_rates", "check_lora",
-    "check_patience", "check_search", "check_seed_band", "check_repeated_training", "check_probability",
-    "check_model", "check_data_file", "check_resume", "check_precision_keys",
-    "check_train_numbers",
-    "check_evaluation", "check_early_stopping", "check_best_model", "check_with_training_arguments",
-    "check_trainer_settings", "check_recipe",
+    "MIN_MAX_LENGTH", "Seed", "MaxLength", "require", "at_key", "check_search", "check_seed_band",
+    "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume",
+    "check_precision_keys", "check_train_numbers", "check_evaluation", "check_early_stopping", "check_best_model",
+    "check_trainer_settings", "check_training_arguments", "check_recipe",
 ]

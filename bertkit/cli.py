@@ -11,6 +11,7 @@ import errno
 import functools
 import importlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -172,11 +173,17 @@ def validate(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
     show_keys: bool = typer.Option(False, "--keys", help="List every key with its type, default and help."),
+    schema: bool = typer.Option(False, "--schema", help="Print the recipe config's JSON schema instead."),
 ):
-    """Check a config (types, keys, TrainingArguments) without running anything."""
-    from .config import config_to_dict, describe_config
+    """Check a config (types, ranges, keys, the real TrainingArguments) without running anything."""
+    from .checks import check_training_arguments
+    from .config import config_schema, config_to_dict, describe_config
 
     module, cfg = load_recipe_config(recipe, config, overrides)
+    if schema:
+        typer.echo(json.dumps(config_schema(module.Config), indent=2, default=str))
+        return
+    check_training_arguments(cfg)
     if show_keys:
         for field in describe_config(module.Config):
             typer.echo(f"{field.key:<32} {field.type:<28} {field.default!s:<16} {field.help}")

@@ -1,8 +1,9 @@
 """The options every recipe shares, declared once: the run (`RunOptions`), the fine-tuning knobs (`FineTuning`),
 with its hyperparameter search (`SearchOptions`, the `search.*` keys) and seed band (`seeds`), and LoRA
 (`LoraOptions`); the columns of a classification file (`ColumnOptions`, classify and distill); the `model:` key
-(`pretrained_model`) and the `train:` defaults (`training_defaults`) of a fine-tuning recipe. Each option class
-checks its own values where it is built (bertkit/checks.py rules).
+(`pretrained_model`) and the `train:` defaults (`training_defaults`) of a fine-tuning recipe. A field's range is
+declared on it (`Annotated[int, Field(ge=1)]`, checked by pydantic when the config is loaded: bertkit/config.py);
+what needs more than one value (a seed band, search ranges) or a look at the disk is in `__post_init__`.
 
 A recipe embeds the first two inline, so users keep writing the keys at the top level (`output_dir=...`,
 `llrd=0.9`, `lora.r=8`) and `bertkit validate --keys` lists them there, while code reads `cfg.run.output_dir`
@@ -23,18 +24,19 @@ Checks that need more than these values (early stopping against the dev split an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from .checkpoints import DEFAULT_MODEL
-from .checks import (at_key, check_learning_rates, check_lora, check_patience, check_resume, check_search,
-                     check_seed, check_seed_band)
+from .checks import Seed, at_key, check_resume, check_search, check_seed_band
 
 
 @dataclass
 class RunOptions:
     output_dir: str
     """Where checkpoints, the final model, metrics and plots go."""
-    seed: int = 42
+    seed: Seed = 42
     """Seed for initialisation, shuffling and dropout (and masking, in mlm)."""
     resume: bool | str = False
     """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
@@ -46,12 +48,8 @@ class RunOptions:
     """auto picks fp16/bf16 on CUDA and bf16 on CPUs with native bf16, else fp32."""
 
     def __post_init__(self):
-        self.check()
-
-    def check(self) -> None:
-        """Refuse a seed numpy cannot take, a resume checkpoint that does not exist and a push= the Hub would refuse
-        (said now, not after training)."""
-        check_seed(self.seed)
+        """Refuse a resume checkpoint that does not exist and a push= the Hub would refuse (said now, not after
+        training)."""
         check_resume(self.resume)
         if self.push:
             from .hub import check_repo_id
@@ -62,12 +60,13 @@ class RunOptions:
 
 @dataclass
 class SearchOptions:
-    trials: int = 0
+    trials: Annotated[int, Field(ge=0)] = 0
     """Hyperparameter search: this many trials (Optuna, through Trainer.hyperparameter_search); 0 = off. Needs a dev
     split; the best trial's model becomes the run's model."""
     learning_rate: list[float] = field(default_factory=lambda: [2.0e-5, 5.0e-5])
     """[min, max] of train.learning_rate, searched on a log scale (the BERT paper's 2e-5..5e-5)."""
-    batch_sizes: list[int] = field(default_factory=lambda: [16, 32])
+    batch_sizes: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = field(
+        default_factory=lambda: [16, 32])
     """train.per_device_train_batch_size values to choose from."""
     epochs: list[int] = field(default_factory=lambda: [2, 4])
     """[min, max] of train.num_train_epochs (whole epochs)."""
@@ -82,24 +81,18 @@ class SearchOptions:
 
 @dataclass
 class FineTuning:
-    llrd: float = 1.0
+    llrd: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Layer-wise learning-rate decay factor (1.0 = off; 0.8-0.95 typical)."""
-    head_lr: float | None = None
+    head_lr: Annotated[float, Field(gt=0)] | None = None
     """Learning rate of the new task head (default: train.learning_rate)."""
-    early_stopping_patience: int | None = None
+    early_stopping_patience: Annotated[int, Field(ge=1)] | None = None
     """Stop after this many evaluations without improvement (needs a dev split)."""
     search: SearchOptions = field(default_factory=SearchOptions)
-    seeds: list[int] | None = None
+    seeds: list[Seed] | None = None
     """Train once per seed (e.g. [42,43,44]): mean ± sd of each dev metric, and the best seed's model kept."""
 
     def __post_init__(self):
-        self.check()
-
-    def check(self) -> None:
-        """Refuse learning-rate factors, a patience, search ranges and seeds that cannot work (the dev split is
-        checked by the recipe)."""
-        check_learning_rates(self.llrd, self.head_lr)
-        check_patience(self.early_stopping_patience)
+        """Refuse search ranges and a seed band that cannot work (the dev split is checked by the recipe)."""
         check_search(self.search)
         check_seed_band(self.seeds, searching=self.search.trials > 0)
 
@@ -108,23 +101,16 @@ class FineTuning:
 class LoraOptions:
     enabled: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
-    r: int = 8
+    r: Annotated[int, Field(ge=1)] = 8
     """LoRA rank."""
-    alpha: int = 16
+    alpha: Annotated[int, Field(gt=0)] = 16
     """LoRA scaling numerator (scale = alpha / r)."""
-    dropout: float = 0.1
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.1
     """Dropout on the LoRA branch."""
-    target_modules: list[str] = field(default_factory=lambda: ["query", "value"])
+    target_modules: Annotated[list[str], Field(min_length=1)] = field(default_factory=lambda: ["query", "value"])
     """Linear layers that get adapters."""
     merge: bool = True
     """Save the merged model (loads anywhere); false saves the adapter alone."""
-
-    def __post_init__(self):
-        self.check()
-
-    def check(self) -> None:
-        """Refuse a rank, scale, dropout or target list peft cannot use (the layer names need the model)."""
-        check_lora(self)
 
 
 @dataclass

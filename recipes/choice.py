@@ -17,7 +17,7 @@ import datasets
 
 from bertkit import BertkitConfig, BertkitForMultipleChoice
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_recipe
+from bertkit.checks import MaxLength, check_recipe
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
@@ -35,7 +35,7 @@ class DataConfig:
     """Training file (jsonl, json, parquet) of {"context", "question", "options": [...], "label": index} rows."""
     eval: str | None = None
     """Dev file: evaluated each epoch, picks the best checkpoint."""
-    max_length: int = 128
+    max_length: MaxLength = 128
     """Tokens per (context, question + option) pair, [CLS] and [SEP]s included; the longer segment is cut first."""
 
 
@@ -50,7 +50,6 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_max_length(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None)
 
 

@@ -17,11 +17,13 @@ predict / evaluate need (max_length, columns, long_doc) is saved in the model's 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_recipe, require
+from bertkit.checks import MaxLength, check_recipe
 from bertkit.config import INLINE
 from bertkit.console import capped, say
 from bertkit.labels import LabelSpace
@@ -44,9 +46,9 @@ class DataConfig:
     columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
     label_kind: Literal["auto", "single", "multi", "regression"] = "auto"
     """single-label, multi-label (list or delimited labels) or regression; auto decides from the training labels."""
-    label_delimiter: str = ";"
+    label_delimiter: Annotated[str, Field(min_length=1)] = ";"
     """Separator of several labels in one string cell (multi-label)."""
-    max_length: int = 128
+    max_length: MaxLength = 128
     """Tokens per example (per window), [CLS] and [SEP] included; longer texts follow long_doc.strategy."""
 
 
@@ -65,9 +67,6 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_max_length(self.data.max_length)
-        require(self.data.label_delimiter != "", "data.label_delimiter", "", "a non-empty separator",
-                "e.g. data.label_delimiter=';'")
         self.long_doc.check(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None)
         if uses_attention(self.long_doc) and self.lora.enabled and not self.lora.merge:

@@ -15,14 +15,16 @@ student is a normal classify-style run directory: predict, evaluate, export and 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Annotated
 
 import datasets
 import numpy as np
 import transformers
+from pydantic import Field
 
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_finetuned, load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import check_data_file, check_max_length, check_model, check_recipe, require
+from bertkit.checks import MaxLength, check_data_file, check_model, check_recipe, require
 from bertkit.config import INLINE
 from bertkit.console import capped, say
 from bertkit.labels import LabelSpace
@@ -44,14 +46,14 @@ class DataConfig:
     unlabelled: str | None = None
     """Extra transfer text without labels (a .txt file, one text per line, or a table with a text column)."""
     columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
-    max_length: int = 128
+    max_length: MaxLength = 128
     """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
 
 
 @dataclass
 class StudentConfig:
-    num_layers: int | None = None
-    """Keep this many of the teacher's layers, evenly spaced (default: half of them)."""
+    num_layers: Annotated[int, Field(ge=1)] | None = None
+    """Keep this many of the teacher's layers, evenly spaced (null: half of them; at most the teacher's)."""
     layers: list[int] | None = None
     """Keep exactly these teacher layers (0-based), e.g. [0, 2, 4]."""
     model: str | None = None
@@ -65,31 +67,23 @@ class Config:
     run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/distill"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     student: StudentConfig = field(default_factory=StudentConfig)
-    temperature: float = 2.0
+    temperature: Annotated[float, Field(gt=0)] = 2.0
     """Softmax temperature of both models' logits in the soft-target term."""
-    alpha: float = 0.5
+    alpha: Annotated[float, Field(ge=0, le=1)] = 0.5
     """Weight of the soft-target term (1 - alpha: the hard labels)."""
-    hidden_weight: float = 0.0
+    hidden_weight: Annotated[float, Field(ge=0)] = 0.0
     """Weight of the hidden-state MSE between mapped layers (TinyBERT style; 0 = off)."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     train: dict = field(default_factory=lambda: training_defaults(learning_rate=1e-4, batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # the teacher's path is checked when the run starts: it may be a run still to come
-        check_max_length(self.data.max_length)
         check_recipe(self, has_eval=self.data.eval is not None, model=False)
         check_data_file(self.data.unlabelled, "data.unlabelled")
         if self.student.model:  # a pretrained checkpoint, there before the run: checked now (another architecture...)
             check_model(self.student.model, "student.model")
         require(bool(self.teacher), "teacher", self.teacher, "a fine-tuned classifier directory",
                 "set teacher=<a classify run's output_dir>")
-        require(self.temperature > 0, "temperature", self.temperature, "above 0", "use e.g. temperature=2.0")
-        require(0 <= self.alpha <= 1, "alpha", self.alpha, "between 0 and 1", "use e.g. alpha=0.5")
-        require(self.hidden_weight >= 0, "hidden_weight", self.hidden_weight, "0 or more", "use 0 (off) or e.g. 1.0")
-        # 0 is a value, not "unset": only null means half the teacher's layers (the upper bound is the teacher's)
-        require(self.student.num_layers is None or self.student.num_layers >= 1, "student.num_layers",
-                self.student.num_layers, "1 or more (at most the teacher's layers)",
-                "e.g. student.num_layers=3, or leave it unset for half the teacher's layers")
 
 
 def inference_settings(cfg: Config) -> Settings:

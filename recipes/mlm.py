@@ -33,7 +33,7 @@ import datasets
 import transformers
 
 from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.checks import at_key, check_max_length, check_probability, check_recipe, check_seed, require
+from bertkit.checks import MaxLength, Seed, at_key, check_probability, check_recipe, require
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
@@ -63,7 +63,7 @@ class DataConfig:
     """Column holding the text of a table corpus (auto-detected: text, content, document, 文本, ...)."""
     mode: Literal["line", "group"] = "group"
     """line: an example per paragraph (long ones windowed); group: all text concatenated, cut into max_length blocks."""
-    max_length: int = 128
+    max_length: MaxLength = 128
     """Tokens per example, [CLS] and [SEP] included."""
     num_proc: int | None = None
     """Worker processes that tokenize the corpus (default: the usable cores, at most 8); 1 tokenizes in-process."""
@@ -115,7 +115,7 @@ class Config:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     nsp: bool = False
     """Also train next-sentence prediction (sentence pairs from consecutive sentences of a document)."""
-    eval_seed: int = 1234
+    eval_seed: Seed = 1234
     """Seed of the held-out masks: the same seed masks the same positions before and after training."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     head_warmup_steps: int = 100
@@ -127,13 +127,11 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_max_length(self.data.max_length)
         if self.data.eval is None:
             check_probability(self.data.eval_fraction, "data.eval_fraction", "e.g. data.eval_fraction=0.05, or give "
                               "data.eval=<file>")
         check_masking(self.masking)
         check_data(self)
-        check_seed(self.eval_seed, "eval_seed")
         with at_key("model"):
             scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
         check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated

@@ -19,7 +19,7 @@ import transformers
 
 from bertkit import BertkitConfig, BertkitForTokenClassification, tasks
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import check_max_length, check_recipe, require
+from bertkit.checks import MaxLength, check_recipe, require
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
@@ -48,7 +48,7 @@ class DataConfig:
     """How raw text becomes words: bert (whitespace, punctuation, each CJK character) or chars (every character)."""
     label_all_tokens: bool = False
     """Label a word's later sub-tokens too (with I- of its entity) instead of ignoring them in the loss."""
-    max_length: int = 128
+    max_length: MaxLength = 128
     """Tokens per window, [CLS] and [SEP] included; longer sentences are split into overlapping windows."""
     stride: int = 32
     """Tokens that consecutive windows share."""
@@ -67,7 +67,6 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_max_length(self.data.max_length)
         room = self.data.max_length - 2  # a window's sub-tokens between [CLS] and [SEP]
         require(0 <= self.data.stride < room, "data.stride", self.data.stride,
                 f"0 or more and below the {room} tokens of a window (data.max_length - 2)",

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 import datasets
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import at_key, check_max_length, check_recipe, require
+from bertkit.checks import MaxLength, at_key, check_recipe
 from bertkit.errors import BertkitError
 from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
 from bertkit.tasks import settings_dict
@@ -38,11 +40,11 @@ class DataConfig:
     """Training file: SQuAD v1.1/v2.0 JSON, or JSONL {id, question, context, answers}."""
     eval: str | None = None
     """Dev file (same formats): scored each epoch, picks the best checkpoint, tunes the null-answer threshold."""
-    max_length: int = 384
+    max_length: MaxLength = 384
     """Tokens per window: [CLS] question [SEP] context [SEP]."""
     doc_stride: int = 128
     """Context tokens shared by neighbouring windows of a long context."""
-    max_question_length: int = 64
+    max_question_length: Annotated[int, Field(ge=1)] = 64
     """Questions longer than this many tokens are cut (and counted)."""
     strict: bool = False
     """Refuse answers that are not at their answer_start; by default they are moved within 20 characters or
@@ -58,9 +60,9 @@ class Config:
     """Answer scoring: en = SQuAD word EM/F1, zh = character EM/F1; auto = zh when the contexts are mostly CJK."""
     allow_no_answer: bool | None = None
     """Predict "no answer" (SQuAD v2); default: when the training data has unanswerable questions."""
-    n_best: int = 20
+    n_best: Annotated[int, Field(ge=1)] = 20
     """Start and end positions considered per window."""
-    max_answer_length: int = 30
+    max_answer_length: Annotated[int, Field(ge=1)] = 30
     """Longest answer in tokens."""
     tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
     lora: LoraOptions = field(default_factory=LoraOptions)
@@ -68,14 +70,8 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_max_length(self.data.max_length)
-        require(self.data.max_question_length >= 1, "data.max_question_length", self.data.max_question_length,
-                "at least 1", "e.g. data.max_question_length=64")
         with at_key("data.doc_stride"):
             check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
-        require(self.n_best >= 1, "n_best", self.n_best, "at least 1", "e.g. n_best=20")
-        require(self.max_answer_length >= 1, "max_answer_length", self.max_answer_length, "at least 1",
-                "e.g. max_answer_length=30")
         check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
 
 
