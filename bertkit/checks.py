@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from .config import TRAIN_KEY, _show, check_value
+from .config import _show, check_value
 from .errors import BertkitError, ConfigValueError
 
 MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
@@ -239,7 +239,7 @@ def check_training_arguments(cfg) -> None:
     import transformers
 
     from .precision import resolve_precision
-    from .training import trainer_kwargs
+    from .training import arguments_refused, trainer_kwargs
 
     has_eval = cfg.data.eval is not None or hasattr(cfg.data, "eval_fraction")  # mlm holds out a share
     train = {k: v for k, v in cfg.train.items() if k not in _LAUNCHER_KEYS}
@@ -248,9 +248,7 @@ def check_training_arguments(cfg) -> None:
         transformers.TrainingArguments(**trainer_kwargs(train, cfg.run.output_dir, cfg.run.seed, has_eval, None),
                                        **flags)
     except (ValueError, TypeError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise BertkitError(f"config key '{TRAIN_KEY}': TrainingArguments refuses these settings ({first}) — change "
-                           f"the {TRAIN_KEY}.* keys it names") from None
+        raise arguments_refused(error) from None
 
 
 def check_trainer_settings(cfg, has_eval: bool) -> None:

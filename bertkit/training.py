@@ -24,7 +24,6 @@ from .errors import BertkitError
 from .hub import push_finished_run
 from .llrd import check_optimizer, optimizer_with_llrd
 from .model_card import render_model_card
-from .options import LoraOptions
 from .precision import resolve_precision
 from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
 from .search import choice_rows, load_optuna, run_search, run_seeds
@@ -161,7 +160,17 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
         say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
             "has one setting for both): dev metrics leave out up to per_device_eval_batch_size - 1 examples "
             "per process")
-    return transformers.TrainingArguments(**args)
+    try:
+        return transformers.TrainingArguments(**args)
+    except (ValueError, TypeError) as error:  # a combination it refuses (e.g. a plateau schedule without evaluation)
+        raise arguments_refused(error) from None
+
+
+def arguments_refused(error: Exception) -> BertkitError:
+    """TrainingArguments' own refusal, in one line naming the `train:` block (its first line says what is wrong)."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return BertkitError(f"config key 'train': TrainingArguments refuses these settings ({first}) — change the train.* "
+                        "keys it names")
 
 
 def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metric_for_best: str | None,
@@ -189,8 +198,8 @@ def selection_metric(args: transformers.TrainingArguments, default: str | None) 
     return args.metric_for_best_model.removeprefix("eval_") if args.metric_for_best_model else default
 
 
-def add_lora(model, options: LoraOptions, task_type: str | None, modules_to_save: list[str] | None = None):
-    """Wrap the model with LoRA adapters (peft). The task head stays fully trainable: peft's task types know their
+def add_lora(model, options, task_type: str | None, modules_to_save: list[str] | None = None):
+    """Wrap the model with LoRA adapters (peft), as `options` (the recipe's bertkit.options.LoraOptions) say. The task head stays fully trainable: peft's task types know their
     head; without one (peft has no multiple-choice type), name it in `modules_to_save` (trained in full, saved with
     the adapter)."""
     from peft import LoraConfig, get_peft_model
