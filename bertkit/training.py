@@ -199,9 +199,9 @@ def selection_metric(args: transformers.TrainingArguments, default: str | None) 
 
 
 def add_lora(model, options, task_type: str | None, modules_to_save: list[str] | None = None):
-    """Wrap the model with LoRA adapters (peft), as `options` (the recipe's bertkit.options.LoraOptions) say. The task head stays fully trainable: peft's task types know their
-    head; without one (peft has no multiple-choice type), name it in `modules_to_save` (trained in full, saved with
-    the adapter)."""
+    """Wrap the model with LoRA adapters (peft), as `options` (the recipe's bertkit.options.LoraOptions) say. The
+    task head stays fully trainable: peft's task types know their head; without one (peft has no multiple-choice
+    type), name it in `modules_to_save` (trained in full, saved with the adapter)."""
     from peft import LoraConfig, get_peft_model
 
     check_lora_targets(model, options.target_modules)
