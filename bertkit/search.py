@@ -9,7 +9,9 @@ rows (`choice_rows`).
 
 The search: `Trainer.hyperparameter_search` with Optuna (TPE, seeded by the run's seed) over the ranges of `search.*`
 (bertkit/options.py SearchOptions: learning rate on a log scale, batch size, epochs, warmup, llrd), trials below the
-median of the finished ones pruned at an evaluation (`search.pruning`). The best trial's settings go to
+median of the finished ones pruned at an evaluation (`search.pruning`; the pruner numbers a trial's reports by
+evaluation, not by global step: trials differ in batch size, so the same step is a different point of training in
+each). The best trial's settings go to
 `trainer.args` / `trainer.llrd`; the trials table is printed. Trials train in `output_dir/trial-N` (Trainer's folder
 per trial), removed as each trial ends. optuna is imported only here, when a search runs.
 
@@ -40,7 +42,7 @@ NOT_METRICS = ("runtime", "samples_per_second", "steps_per_second", "epoch")
 
 class ChosenOutput(TrainOutput):
     """The chosen trial's / seed's TrainOutput; `choice` is the metrics.json entry saying how it was chosen
-    (`results` in bertkit/training.py merges it in)."""
+    (`Run.results` in bertkit/training.py merges it in)."""
 
 
 def ranking_metric(args: transformers.TrainingArguments) -> tuple[str, bool]:
@@ -181,13 +183,54 @@ def trial_folder(trial) -> str:
     return f"trial-{trial.number}"
 
 
-def hp_space_fn(trainer: transformers.Trainer, search):
+def search_or_seeds(trainer: transformers.Trainer, cfg) -> TrainOutput:
+    """What a recipe calls instead of trainer.train() when cfg asks for several trainings: the search
+    (search.trials) or the seed band (seeds); the chosen run's model is left on `trainer`."""
+    if cfg.tune.search.trials:
+        return run_search(trainer, cfg)
+    return run_seeds(trainer, cfg.tune.seeds)
+
+
+def by_evaluation(trial) -> list[float]:
+    """A trial's reports in the order they came, one per evaluation (Trainer reports each at its global step)."""
+    return [value for _, value in sorted(trial.intermediate_values.items())]
+
+
+def evaluation_median_pruner(optuna, n_startup_trials: int = 1):
+    """Optuna's median rule over evaluations rather than steps: a trial is pruned when its best report so far is
+    worse than the median of the finished trials' reports at the same evaluation. Trials differ in batch size, so a
+    global step is a different point of training in each; the k-th evaluation is the same share of an epoch."""
+    import numpy as np
+
+    class EvaluationMedianPruner(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            reports = by_evaluation(trial)
+            finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if not reports or len(finished) < n_startup_trials:
+                return False
+            maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+            best = (np.nanmax if maximize else np.nanmin)(reports) if not np.all(np.isnan(reports)) else float("nan")
+            if np.isnan(best):
+                return True
+            same_point = [values[len(reports) - 1] for values in map(by_evaluation, finished)
+                          if len(values) >= len(reports)]
+            if not same_point or np.all(np.isnan(same_point)):
+                return False
+            median = float(np.nanmedian(same_point))
+            return best < median if maximize else best > median
+
+    return EvaluationMedianPruner()
+
+
+def hp_space_fn(trainer: transformers.Trainer, search, watch: "TrialWatch | None" = None):
     """Optuna's search space over `search.*`, as TrainingArguments fields Trainer sets on its args per trial;
     llrd is none (Trainer would skip it with a warning), so it goes to the trainer, whose create_optimizer reads it
     after this runs. Epochs are not searched under train.max_steps, which would override every trial's epochs."""
     fixed_steps = trainer.args.max_steps > 0
 
     def hp_space(trial) -> dict:
+        if watch is not None:
+            watch.trial = trial  # the trial now training (Trainer calls hp_space as it starts one)
         params = {"learning_rate": trial.suggest_float("learning_rate", *search.learning_rate, log=True),
                   "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size",
                                                                            list(search.batch_sizes))}
@@ -208,6 +251,7 @@ class TrialWatch(transformers.TrainerCallback):
     def __init__(self, trainer: transformers.Trainer, keeper: Keeper, key: str):
         self.trainer, self.keeper, self.key = trainer, keeper, key
         self.best_in_trial: float | None = None
+        self.trial = None  # set by hp_space_fn's hp_space
 
     def objective(self, metrics: dict) -> float:
         value = score_of(metrics, self.key)
@@ -222,7 +266,7 @@ class TrialWatch(transformers.TrainerCallback):
         reset_early_stopping(self.trainer)
 
     def on_train_end(self, args, state, control, **kwargs):
-        trial = self.trainer._trial
+        trial = self.trial
         if trial is None or self.trainer.hp_search_backend is None:
             return
         # Trainer calls on_train_end before it raises TrialPruned too: a pruned trial is not kept
@@ -240,14 +284,13 @@ def run_search(trainer: transformers.Trainer, cfg) -> transformers.trainer_utils
     watch = TrialWatch(trainer, keeper, key)
     trainer.add_callback(watch)
     storage = optuna.storages.InMemoryStorage()  # so that the study, and every trial of it, can be read back
-    pruner = (optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0) if search.pruning
-              else optuna.pruners.NopPruner())
+    pruner = evaluation_median_pruner(optuna) if search.pruning else optuna.pruners.NopPruner()
     say(f"search: {search.trials} trials over {settings_text(space_text(search, trainer.args.max_steps))}, "
         f"ranked by dev "
         f"{key.removeprefix('eval_')}{', pruning below the median' if search.pruning else ''}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # bertkit prints the trials table instead
     trainer.hyperparameter_search(
-        hp_space=hp_space_fn(trainer, search), compute_objective=watch.objective, n_trials=search.trials,
+        hp_space=hp_space_fn(trainer, search, watch), compute_objective=watch.objective, n_trials=search.trials,
         direction="maximize" if greater else "minimize", backend="optuna", hp_name=trial_folder,
         sampler=optuna.samplers.TPESampler(seed=cfg.run.seed), pruner=pruner, storage=storage,
         study_name=STUDY_NAME)
@@ -370,5 +413,6 @@ def show_band(band: dict) -> None:
 
 __all__ = ["ChosenOutput", "Keeper", "ranking_metric", "dev_metrics", "score_of", "output_from_state",
            "chosen_output", "reset_early_stopping", "remove_folder", "choice_rows", "settings_text", "SHORT_NAMES",
-           "NOT_METRICS", "run_search", "load_optuna", "hp_space_fn", "TrialWatch", "trial_rows", "apply_settings",
+           "NOT_METRICS", "search_or_seeds", "by_evaluation", "evaluation_median_pruner",
+           "run_search", "load_optuna", "hp_space_fn", "TrialWatch", "trial_rows", "apply_settings",
            "show_trials", "trial_folder", "run_seeds", "seed_band", "show_band", "seed_folder"]

@@ -1,9 +1,17 @@
-"""The Trainer wiring: what every recipe's main does around `transformers.Trainer`, from its run options and
-fine-tuning knobs (bertkit/options.py). Start the run (hold the run directory, resume), check the model against
-data.max_length, TrainingArguments from the config's `train:` block, LoRA, the fine-tuning Trainer (bertkit's LLRD
-AdamW, bertkit/llrd.py, built when training starts; a loss guard that stops a diverged run), train (one training, or
-a search or seed band: bertkit/search.py), merge LoRA, gather the results, then save what a run leaves behind (model,
-metrics.json, training curve, resolved config, model card) and, last, its completion record; report."""
+"""The builders a recipe's main calls around `transformers.Trainer`, which the recipe builds and trains itself:
+
+    run = start_run(cfg, "classify")                       # seed, hold output_dir (overwrite / resume rules)
+    args = training_arguments(cfg.train, ...)              # a real transformers.TrainingArguments
+    trainer = FineTuningTrainer(model=..., args=args, ..., llrd=cfg.tune.llrd)   # a public Trainer subclass
+    with run.training(trainer) as checkpoint:              # the replaced run cleared; a full disk said in one line
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    with run.saving(trainer):                              # the completion record removed first, written last
+        trainer.save_model(run.output_dir)
+        run.save_files(trainer, results, metric)           # metrics.json, curve, resolved config, model card
+    report(cfg, "classify", title, rows, run.output_dir)   # the summary, then the push
+
+Also here: the model's positions against data.max_length, LoRA, the model or its builder for Trainer (a search or
+seed band, bertkit/search.py, rebuilds it per run), early stopping, and the loss guard that stops a diverged run."""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import json
 import logging
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -26,18 +35,9 @@ from .llrd import check_optimizer, optimizer_with_llrd
 from .model_card import render_model_card
 from .precision import resolve_precision
 from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
-from .search import choice_rows, load_optuna, run_search, run_seeds
+from .search import choice_rows, load_optuna, search_or_seeds
 
 logger = logging.getLogger("bertkit")
-
-
-def begin(cfg, recipe: str) -> float:
-    """The first line of every main: seed, hold output_dir (start_run: an old run there is refused unless
-    overwrite=true); returns the start time `results` measures the wall time from."""
-    started = time.perf_counter()
-    transformers.set_seed(cfg.run.seed)
-    start_run(cfg, recipe)
-    return started
 
 
 def check_positions(max_length: int, config) -> None:
@@ -65,11 +65,6 @@ class FineTuningTrainer(transformers.Trainer):
                                                  self.head_lr)
         return self.optimizer if self.optimizer is not None else super().create_optimizer(model)
 
-    def _report_to_hp_search(self, trial, step, metrics):
-        # A search's trials differ in batch size, so the same global step is a different point of training in each:
-        # number the reports by evaluation, so that the pruner compares trials after the same share of training.
-        evaluations = sum(1 for entry in self.state.log_history if "eval_runtime" in entry)
-        return super()._report_to_hp_search(trial, evaluations, metrics)
 
 
 def several_trainings(cfg) -> bool:
@@ -79,54 +74,29 @@ def several_trainings(cfg) -> bool:
     return tune is not None and bool(tune.search.trials or tune.seeds)
 
 
-def _model_and_init(cfg, model, model_init=None) -> tuple:
-    """(model, model_init) for Trainer, from a model or a function building one (or both): a search or seed band
-    hands Trainer the function (it rebuilds the model for each trial / seed, seeded first); one training, the
-    model."""
-    builder = model_init or (None if isinstance(model, torch.nn.Module) else model)
-    if builder is not None and several_trainings(cfg):
-        return None, builder
-    if isinstance(model, torch.nn.Module):
+def model_or_builder(cfg, build, model=None) -> tuple:
+    """Trainer's (model, model_init) from `build`, a function of no arguments building a fresh model: for a search or
+    seed band the builder (Trainer rebuilds the model for each trial / seed, seeded first); for one training the
+    model, `model` if the recipe already built it, else build() seeded as Trainer seeds before a model_init (the
+    new head drawn from the seed)."""
+    if several_trainings(cfg):
+        return None, build
+    if model is not None:
         return model, None
-    transformers.set_seed(cfg.run.seed)  # as Trainer seeds before a model_init: the new head drawn from the seed
-    return model(), None
+    transformers.set_seed(cfg.run.seed)
+    return build(), None
 
 
-def fine_tuning_trainer(cfg, model, tokenizer, train, dev, selection: str | None, compute_metrics=None,
-                        data_collator=None, trainer_class=FineTuningTrainer, model_init=None,
-                        **trainer_options) -> tuple[transformers.Trainer, str | None]:
-    """A Trainer of `model` (the model, or a function of no arguments building a fresh one: what search.trials and
-    seeds need; or the model and such a function as `model_init`, for a recipe that uses the model it built) over
-    `train` (and `dev`, evaluated each epoch), from `cfg.train` and `cfg.run`: AdamW with layer-wise learning-rate
-    decay (`cfg.tune.llrd`, `cfg.tune.head_lr`), early stopping after `cfg.tune.early_stopping_patience`
-    evaluations without gain. `selection` is the task's metric for the best checkpoint; returned with the trainer is
-    the one in force (train.metric_for_best_model may name another)."""
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              selection)
-    callbacks = list(trainer_options.pop("callbacks", []))
-    if cfg.tune.early_stopping_patience and dev is not None:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    model, model_init = _model_and_init(cfg, model, model_init)
-    trainer = trainer_class(
-        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
-        processing_class=tokenizer, data_collator=data_collator or transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics, callbacks=callbacks, llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
-        **trainer_options)
-    return trainer, selection_metric(args, selection)
+def early_stopping(cfg, has_eval: bool) -> list[transformers.TrainerCallback]:
+    """Trainer's callbacks for `cfg.tune.early_stopping_patience` evaluations without gain: none without a dev split."""
+    patience = cfg.tune.early_stopping_patience
+    return [transformers.EarlyStoppingCallback(early_stopping_patience=patience)] if patience and has_eval else []
 
 
 def merge_lora(trainer: transformers.Trainer, lora) -> None:
     """Before the final model is saved: LoRA adapters merged into the weights when lora.merge says so."""
     if lora.enabled and lora.merge:
         trainer.model = trainer.model.merge_and_unload()
-
-
-def results(metrics: dict, train_result, started: float, **entries) -> dict:
-    """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the recipe's
-    own `entries`, how a search or seed band chose the model (`search` / `seeds`, run_trainer), and the wall time
-    since `started` (begin)."""
-    return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
-            **getattr(train_result, "choice", {}), "wall_time_s": round(time.perf_counter() - started, 1)}
 
 
 def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
@@ -229,7 +199,7 @@ def check_lora_targets(model, targets: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------------ loss guard
 # A run whose training loss turns NaN / inf or explodes stops with one line, instead of training on and saving a
-# broken model as a success: no completion record is written (finish_run never runs), the exit code is 2 (the
+# broken model as a success: no completion record is written (Run.saving never runs), the exit code is 2 (the
 # learning rate, or the precision, is a setting to change), and the line names the step, the loss and the likely
 # cause.
 #
@@ -307,7 +277,7 @@ class LossWatch:
 
 
 class LossGuard(transformers.TrainerCallback):
-    """LossWatch on a Trainer: raises BertkitError (so finish_run and its completion record never run) at the
+    """LossWatch on a Trainer: raises BertkitError (so Run.saving and its completion record never run) at the
     logged loss that breaks the rule, or at the end of training. In a hyperparameter search the trial stops instead,
     with a line, and the search goes on with the next trial (a high learning rate is what some trials try)."""
 
@@ -336,7 +306,7 @@ class LossGuard(transformers.TrainerCallback):
     def _stop(self, problem: str | None, control) -> None:
         if problem is None:
             return
-        if getattr(self.trainer, "hp_search_backend", None) is not None and getattr(self.trainer, "_trial", None):
+        if getattr(self.trainer, "hp_search_backend", None) is not None:  # set only while a search's trial trains
             say(f"search trial stopped: {problem}")
             control.should_training_stop = True
             return
@@ -349,17 +319,91 @@ class LossGuard(transformers.TrainerCallback):
 
 
 
-def start_run(cfg, recipe: str) -> None:
-    """First thing a recipe's main does, before loading anything (bertkit/rundir): hold output_dir for this run,
-    refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
-    `run_trainer` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
+def start_run(cfg, recipe: str) -> "Run":
+    """First thing a recipe's main does, before loading anything (bertkit/rundir): seed, hold output_dir for this
+    run, refuse to replace a run there unless overwrite=true, refuse resume=true from another run's checkpoints.
+    `Run.training` then clears the replaced run and writes the fingerprint. Rank 0 only: it is the one that writes."""
+    run = Run(cfg, recipe)
+    transformers.set_seed(cfg.run.seed)
     config = config_to_dict(cfg)
     run_log.start(f"bertkit run {recipe}, output_dir {cfg.run.output_dir}")  # into train.log once training starts
     run_log.write("resolved config:\n" + yaml.safe_dump(config, sort_keys=False, allow_unicode=True).rstrip())
-    if not is_main_process():
-        return
-    rundir.start(cfg.run.output_dir, recipe, config, overwrite=cfg.run.overwrite,
-                 resume=cfg.run.resume, say=say)
+    if is_main_process():
+        rundir.start(cfg.run.output_dir, recipe, config, overwrite=cfg.run.overwrite,
+                     resume=cfg.run.resume, say=say)
+    return run
+
+
+class Run:
+    """The run directory of one run, held since `start_run`: around training (`training`), around the final save
+    (`saving`, `save_files`), and the results metrics.json records (`results`, with the wall time since the start)."""
+
+    def __init__(self, cfg, recipe: str):
+        self.cfg, self.recipe = cfg, recipe
+        self.output_dir = Path(cfg.run.output_dir)
+        self.started = time.perf_counter()
+
+    @contextmanager
+    def training(self, trainer: transformers.Trainer):
+        """Around trainer.train() (or a search / seed band, bertkit/search.py): yields the checkpoint to resume from
+        (cfg.run.resume; None for a fresh start). A search or seed band the trainer cannot do is refused first; then
+        the old run that overwrite=true replaces goes (not before a typo is found) and train.log opens. A full disk
+        while saving a checkpoint is one line saying where and which checkpoint was kept."""
+        repeated_training(trainer, self.cfg)
+        checkpoint = resume_checkpoint(self.cfg.run.resume, self.cfg.run.output_dir)
+        if checkpoint:
+            say(f"resuming from {checkpoint}")
+        if is_main_process():
+            rundir.begin(self.cfg.run.output_dir, say)
+            run_log.open(self.cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
+        use_display(trainer)
+        with rundir.disk_full_guard(self.cfg.run.output_dir, "a checkpoint"):
+            yield checkpoint
+
+    def results(self, metrics: dict, train_result, **entries) -> dict:
+        """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the
+        recipe's own `entries`, how a search or seed band chose the model (`search` / `seeds`), and the wall time."""
+        return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
+                **getattr(train_result, "choice", {}), "wall_time_s": round(time.perf_counter() - self.started, 1)}
+
+    @contextmanager
+    def saving(self, trainer: transformers.Trainer):
+        """Around the final save (trainer.save_model and save_files): the completion record goes first (from here
+        until it is written again, a kill leaves the directory visibly unfinished) and is written last, by rank 0;
+        a full disk is one line; then the directory is let go."""
+        main = trainer.is_world_process_zero()
+        if main:
+            rundir.remove_record(self.output_dir)
+        with rundir.disk_full_guard(self.output_dir, "the final model"):
+            yield
+            if main:
+                rundir.write_record(self.output_dir, self.recipe)
+        if main:
+            rundir.release(self.output_dir)
+
+    def save_files(self, trainer: transformers.Trainer, results: dict, metric: str | None,
+                   extra_files: dict | None = None) -> None:
+        """Rank 0, after trainer.save_model: metrics.json, the log history, `extra_files` (name -> text, JSON data,
+        or a function that writes the path it is given), the curve, the resolved config and the model card."""
+        if not trainer.is_world_process_zero():
+            return
+        output_dir = self.output_dir
+        if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config beside it
+            model = trainer.model.get_base_model()
+            model.config.architectures = [type(model).__name__]
+            model.config.save_pretrained(output_dir)
+        write_json(output_dir / METRICS_FILE, results)
+        write_json(output_dir / LOG_HISTORY_FILE, trainer.state.log_history)  # read by `bertkit diagnose`
+        for name, content in (extra_files or {}).items():
+            target = output_dir / name
+            if callable(content):
+                content(target)
+                continue
+            target.write_text(content if isinstance(content, str) else
+                              json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
+        plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+        save_run_config(self.cfg, str(output_dir), self.recipe)
+        _write_model_card(output_dir)
 
 
 def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
@@ -388,28 +432,9 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
     return str(resume)
 
 
-def run_trainer(trainer: transformers.Trainer, cfg):
-    """trainer.train(), resuming as cfg.run.resume says; or a hyperparameter search (search.trials) or a seed band
-    (seeds; both bertkit/search.py), which leave the chosen model on `trainer`. A full disk while saving a checkpoint
-    is one line saying where and which checkpoint was kept."""
-    repeated = repeated_training(trainer, cfg)
-    checkpoint = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
-    if checkpoint:
-        say(f"resuming from {checkpoint}")
-    if is_main_process():
-        # the old run that overwrite=true replaces goes now, not before a typo is found
-        rundir.begin(cfg.run.output_dir, say)
-        run_log.open(cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
-    use_display(trainer)
-    with rundir.disk_full_guard(cfg.run.output_dir, "a checkpoint"):
-        if repeated is not None:
-            return repeated()
-        return trainer.train(resume_from_checkpoint=checkpoint)
-
-
 def repeated_training(trainer: transformers.Trainer, cfg):
-    """The search or seed band cfg asks for, as a function to call; None for one training. Refused (before the old
-    run is cleared) for a recipe whose trainer cannot rebuild its model."""
+    """The search or seed band cfg asks for, as a function to call (bertkit/search.py search_or_seeds); None for one
+    training. Refused (Run.training: before the old run is cleared) for a trainer that cannot rebuild its model."""
     tune = getattr(cfg, "tune", None)
     key = ("search.trials" if tune is not None and tune.search.trials else
            "seeds" if tune is not None and tune.seeds else None)
@@ -420,42 +445,7 @@ def repeated_training(trainer: transformers.Trainer, cfg):
                            f"run) — remove {key}; ner, qa, choice, classify and distill support it")
     if key == "search.trials":
         load_optuna()  # a missing optuna is said now, before the old run is cleared
-        return lambda: run_search(trainer, cfg)
-    return lambda: run_seeds(trainer, tune.seeds)
-
-
-def finish_run(trainer: transformers.Trainer, cfg, recipe: str, metrics: dict, metric: str | None,
-               extra_files: dict | None = None) -> Path:
-    """Save model + tokenizer, metrics.json, `extra_files` (name -> text, JSON data, or a function that writes the
-    path it is given), the curve, the resolved config and the model card; then, last, the completion record
-    (bertkit/rundir) that makes the directory a finished run, and let go of the directory."""
-    output_dir = Path(trainer.args.output_dir)
-    main = trainer.is_world_process_zero()
-    if main:
-        rundir.remove_record(output_dir)  # from here until the record, a kill leaves the directory visibly unfinished
-    with rundir.disk_full_guard(output_dir, "the final model"):
-        trainer.save_model(str(output_dir))  # collective under DDP / FSDP / DeepSpeed: every process calls it
-        if not main:
-            return output_dir
-        if hasattr(trainer.model, "peft_config"):  # an adapter alone (lora.merge=false): its task config beside it
-            model = trainer.model.get_base_model()
-            model.config.architectures = [type(model).__name__]
-            model.config.save_pretrained(output_dir)
-        write_json(output_dir / METRICS_FILE, metrics)
-        write_json(output_dir / LOG_HISTORY_FILE, trainer.state.log_history)  # read by `bertkit diagnose`
-        for name, content in (extra_files or {}).items():
-            target = output_dir / name
-            if callable(content):
-                content(target)
-                continue
-            target.write_text(content if isinstance(content, str) else
-                              json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
-        plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
-        save_run_config(cfg, str(output_dir), recipe)
-        _write_model_card(output_dir)
-        rundir.write_record(output_dir, recipe)
-    rundir.release(output_dir)
-    return output_dir
+    return lambda: search_or_seeds(trainer, cfg)
 
 
 def _write_model_card(output_dir: Path) -> None:
@@ -499,8 +489,8 @@ def plot_training_curve(log_history: list[dict], path: Path, metric: str | None)
 
 
 __all__ = [
-    "begin", "check_positions", "FineTuningTrainer", "several_trainings", "fine_tuning_trainer", "merge_lora",
-    "results", "report", "training_arguments", "trainer_kwargs", "selection_metric", "add_lora",
-    "check_lora_targets", "LossWatch", "LossGuard", "EXPLODES_BY", "FLOOR", "start_run", "resume_checkpoint",
-    "run_trainer", "finish_run", "plot_training_curve",
+    "check_positions", "FineTuningTrainer", "several_trainings", "model_or_builder", "early_stopping", "merge_lora",
+    "report", "training_arguments", "trainer_kwargs", "selection_metric", "add_lora", "check_lora_targets",
+    "LossWatch", "LossGuard", "EXPLODES_BY", "FLOOR", "start_run", "Run", "resume_checkpoint", "repeated_training",
+    "plot_training_curve",
 ]

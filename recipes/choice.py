@@ -25,8 +25,10 @@ from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_mode
 from bertkit.tasks import settings_dict
 from bertkit.tasks.choice import (MultipleChoiceCollator, Settings, accuracy, compute_metrics_fn, encode,
                                   read_examples)
-from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
-                              results, run_trainer)
+from bertkit.search import search_or_seeds
+from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
+                              model_or_builder, report, selection_metric, several_trainings, start_run,
+                              training_arguments)
 
 
 @dataclass
@@ -79,26 +81,38 @@ def build_model(cfg: Config, model_path: str):
 
 
 def evaluate_dev(trainer, dev) -> dict:
-    """Accuracy and loss of the final model on the dev split ({} without one)."""
-    if dev is None:
-        return {}
+    """Accuracy and loss of the final model on the dev split."""
     output = trainer.predict(dev, metric_key_prefix="eval")
     return {**accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "choice")
+    run = start_run(cfg, "choice")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
-    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path), tokenizer, train, dev, SELECTION,
-        compute_metrics=compute_metrics_fn(), data_collator=MultipleChoiceCollator(tokenizer))
-    train_result = run_trainer(trainer, cfg)
+    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path))  # search / seeds: rebuilt
 
-    metrics = evaluate_dev(trainer, dev)
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              SELECTION)
+    trainer = FineTuningTrainer(
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer, data_collator=MultipleChoiceCollator(tokenizer),
+        compute_metrics=compute_metrics_fn(), callbacks=early_stopping(cfg, dev is not None),
+        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
+
+    metrics = evaluate_dev(trainer, dev) if dev is not None else {}
     merge_lora(trainer, cfg.lora)
-    run = results(metrics, train_result, started, selection_metric=selection)
-    output_dir = finish_run(trainer, cfg, "choice", run, selection)
-    report(cfg, "choice", "choice: dev metrics", {**metrics, "wall time (s)": run["wall_time_s"]}, output_dir)
-    return run
+    selection = selection_metric(args, SELECTION)
+    results = run.results(metrics, train_result, selection_metric=selection)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
+    report(cfg, "choice", "choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]},
+           run.output_dir)
+    return results

@@ -21,6 +21,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+import transformers
+
 from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
 from bertkit.checks import MaxLength, check_recipe
@@ -33,8 +35,10 @@ from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, 
 from bertkit.tasks.classify import (SELECTION_METRIC, DevPredictions, DocumentCollator, LongDocConfig, Settings,
                                     compute_metrics_fn, encode, final_evaluation, first_windows, pop_doc_ids,
                                     read_examples, uses_attention)
-from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
-                              results, run_trainer, several_trainings)
+from bertkit.search import search_or_seeds
+from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
+                              model_or_builder, report, selection_metric, several_trainings, start_run,
+                              training_arguments)
 
 
 @dataclass
@@ -143,13 +147,6 @@ def dev_memory(cfg: Config) -> DevPredictions | None:
     return None if several_trainings(cfg) else DevPredictions()
 
 
-def evaluate_dev(trainer, dev, dev_docs, cfg: Config, labels: LabelSpace, memory: DevPredictions | None):
-    """Dev metrics per document, the tuned multi-label threshold and the prediction files (none without dev)."""
-    if dev is None:
-        return {}, None, {}
-    return final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
-
-
 def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
     """Before it is saved: LoRA merged (lora.merge), and the multi-label threshold and the inference settings
     recorded in the model config, where predict / evaluate read them."""
@@ -173,23 +170,38 @@ def summary_rows(results: dict) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "classify")
+    run = start_run(cfg, "classify")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
     memory = dev_memory(cfg)
-    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path, labels), tokenizer, train, dev, SELECTION_METRIC[labels.kind],
-        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
-        data_collator=DocumentCollator(tokenizer) if uses_attention(cfg.long_doc) else None,
-        callbacks=[memory] if memory is not None else [])
-    train_result = run_trainer(trainer, cfg)
+    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, labels))  # search / seeds: rebuilt
 
-    metrics, threshold, files = evaluate_dev(trainer, dev, dev_docs, cfg, labels, memory)
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              SELECTION_METRIC[labels.kind])
+    trainer = FineTuningTrainer(
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer,
+        data_collator=(DocumentCollator(tokenizer) if uses_attention(cfg.long_doc)
+                       else transformers.DataCollatorWithPadding(tokenizer)),
+        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
+        callbacks=([memory] if memory is not None else []) + early_stopping(cfg, dev is not None),
+        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
+
+    metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
+                                 if dev is not None else ({}, None, {}))
     prepare_final_model(trainer, cfg, labels, threshold)
-    run = results(metrics, train_result, started, threshold=threshold, selection_metric=selection,
-                  rows=row_counts(train, dev, dev_docs))
-    output_dir = finish_run(trainer, cfg, "classify", run, selection, files)
-    report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(run), output_dir)
-    return run
+    selection = selection_metric(args, SELECTION_METRIC[labels.kind])
+    results = run.results(metrics, train_result, threshold=threshold, selection_metric=selection,
+                          rows=row_counts(train, dev, dev_docs))
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
+    report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(results), run.output_dir)
+    return results

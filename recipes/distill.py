@@ -34,7 +34,9 @@ from bertkit.errors import BertkitError
 from bertkit.options import ColumnOptions, FineTuning, RunOptions, training_defaults
 from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
                                     read_examples, score)
-from bertkit.training import begin, finish_run, fine_tuning_trainer, report, results, run_trainer
+from bertkit.search import search_or_seeds
+from bertkit.training import (early_stopping, model_or_builder, report, selection_metric, several_trainings, start_run,
+                              training_arguments)
 
 
 @dataclass
@@ -154,12 +156,6 @@ def dev_scores(trainer, model, dev, labels: LabelSpace) -> dict:
     return score(probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
 
 
-def distillation(cfg: Config, student, teacher, picked) -> dict:
-    """What DistillationTrainer takes beyond a Trainer's arguments: the teacher, the loss weights, the layer pairs."""
-    return {"teacher": teacher, "options": DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
-            "layer_pairs": layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked)}
-
-
 def comparison(trainer, teacher, dev, labels: LabelSpace) -> dict:
     """The results entries that set the student beside its teacher: both models' dev metrics and parameters."""
     return {"teacher_eval": dev_scores(trainer, teacher, dev, labels) if dev is not None else {},
@@ -177,21 +173,36 @@ def summary_rows(results: dict, student, teacher) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "distill")
+    run = start_run(cfg, "distill")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     teacher_path, teacher, labels = load_teacher(cfg)
     tokenizer = load_tokenizer(teacher_path)
     train, dev = load_data(cfg, tokenizer, labels)
     student, picked = build_student(cfg, teacher, labels)
-    trainer, selection = fine_tuning_trainer(
-        cfg, student, tokenizer, train, dev, SELECTION_METRIC["single"], compute_metrics=compute_metrics_fn(labels),
-        trainer_class=DistillationTrainer, **distillation(cfg, student, teacher, picked),
-        model_init=lambda: build_student(cfg, teacher, labels)[0])  # search.trials and seeds: a fresh student each
-    train_result = run_trainer(trainer, cfg)
+    model, model_init = model_or_builder(cfg, lambda: build_student(cfg, teacher, labels)[0], model=student)
+
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              SELECTION_METRIC["single"])
+    trainer = DistillationTrainer(
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer, data_collator=transformers.DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_metrics_fn(labels), callbacks=early_stopping(cfg, dev is not None),
+        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
+        teacher=teacher, options=DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
+        layer_pairs=layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        if several_trainings(cfg):  # search.trials or seeds: a fresh student each, the best one kept on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics = dev_scores(trainer, trainer.model, dev, labels) if dev is not None else {}
-    run = results(metrics, train_result, started, **comparison(trainer, teacher, dev, labels),
-                  selection_metric=selection, teacher=str(cfg.teacher), student_layers=picked,
-                  rows={"train": len(train), "dev": len(dev) if dev is not None else 0})
-    output_dir = finish_run(trainer, cfg, "distill", run, selection)
-    report(cfg, "distill", "distill: dev metrics, student / teacher", summary_rows(run, student, teacher), output_dir)
-    return run
+    selection = selection_metric(args, SELECTION_METRIC["single"])
+    results = run.results(metrics, train_result, **comparison(trainer, teacher, dev, labels),
+                          selection_metric=selection, teacher=str(cfg.teacher), student_layers=picked,
+                          rows={"train": len(train), "dev": len(dev) if dev is not None else 0})
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
+    report(cfg, "distill", "distill: dev metrics, student / teacher", summary_rows(results, student, teacher),
+           run.output_dir)
+    return results

@@ -47,8 +47,8 @@ from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scra
                                           write_vocab_txt)
 from bertkit.tasks.mlm.whole_word_masking import (MaskingCollator, MaskingEpochCallback, PretrainingCollator,
                                                   mask_once, resolve_whole_word)
-from bertkit.training import (FineTuningTrainer, begin, check_positions, finish_run, report, resume_checkpoint,
-                              run_trainer, several_trainings, training_arguments)
+from bertkit.training import (FineTuningTrainer, check_positions, early_stopping, report, resume_checkpoint,
+                              several_trainings, start_run, training_arguments)
 
 
 @dataclass
@@ -293,22 +293,8 @@ def perplexity_before(cfg: Config, model, tokenizer, notes: dict, warmup_example
     return before
 
 
-def build_trainer(cfg: Config, model, tokenizer, args, train_examples, held_out, masking: dict):
-    """The Trainer over the training examples, evaluating on the fixed held-out masks."""
-    # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
-    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
-    callbacks = [MaskingEpochCallback(train_masking)]
-    if cfg.tune.early_stopping_patience:
-        callbacks.append(transformers.EarlyStoppingCallback(early_stopping_patience=cfg.tune.early_stopping_patience))
-    return FineTuningTrainer(
-        model=model, args=args, train_dataset=train_examples,
-        eval_dataset=datasets.Dataset.from_list(held_out), processing_class=tokenizer,
-        data_collator=PretrainingCollator(train_masking), callbacks=callbacks,
-        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
-
-
-def collect_results(before: dict, after: dict, held_out, train_result, whole_word: str, notes: dict,
-                    tokenizer, started: float) -> dict:
+def collect_results(run, before: dict, after: dict, held_out, train_result, whole_word: str, notes: dict,
+                    tokenizer) -> dict:
     """What metrics.json records: the perplexities, the training loss, and what the run did to head and
     vocabulary."""
     return {"eval": {"perplexity": after["perplexity"], "loss": after["loss"],
@@ -318,7 +304,7 @@ def collect_results(before: dict, after: dict, held_out, train_result, whole_wor
             "train": {"loss": train_result.training_loss, **train_result.metrics}, "whole_word": whole_word,
             "mlm_head": notes["mlm_head"], "new_tokens": notes.get("new_tokens", []),
             "tokens_cached": notes.get("tokens_cached"),
-            "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - started, 1)}
+            "vocab_size": len(tokenizer), "wall_time_s": round(time.perf_counter() - run.started, 1)}
 
 
 def summary_rows(cfg: Config, results: dict) -> dict:
@@ -349,7 +335,7 @@ def say_examples(cfg: Config, train_examples, eval_examples, whole_word: str) ->
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "mlm")
+    run = start_run(cfg, "mlm")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     prepare = prepare_stream if cfg.data.streaming else prepare_data
     model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
     say_examples(cfg, train_examples, eval_examples, whole_word)
@@ -360,13 +346,23 @@ def main(cfg: Config) -> dict:
     model.to(args.device)
     batch_size = args.per_device_eval_batch_size
     before = perplexity_before(cfg, model, tokenizer, notes, warmup_examples, masking, held_out, batch_size)
-    trainer = build_trainer(cfg, model, tokenizer, args, train_examples, held_out, masking)
-    train_result = run_trainer(trainer, cfg)
+
+    # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
+    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
+    trainer = FineTuningTrainer(
+        model=model, args=args, train_dataset=train_examples, eval_dataset=datasets.Dataset.from_list(held_out),
+        processing_class=tokenizer, data_collator=PretrainingCollator(train_masking),
+        callbacks=[MaskingEpochCallback(train_masking), *early_stopping(cfg, True)],
+        llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
     after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, batch_size)
 
-    results = collect_results(before, after, held_out, train_result, whole_word, notes, tokenizer, started)
+    results = collect_results(run, before, after, held_out, train_result, whole_word, notes, tokenizer)
     vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
-    output_dir = finish_run(trainer, cfg, "mlm", results, None, vocab)  # vocab.txt before the completion record
-    report(cfg, "mlm", "mlm: held-out perplexity (fixed masks)", summary_rows(cfg, results), output_dir)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, None, vocab)  # metrics.json, curve, config, card; vocab.txt of a scratch run
+    report(cfg, "mlm", "mlm: held-out perplexity (fixed masks)", summary_rows(cfg, results), run.output_dir)
     return results

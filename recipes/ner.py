@@ -26,8 +26,10 @@ from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode
                                predicted_tags, read_examples, score_tags)
 from bertkit.config import INLINE
 from bertkit.console import say
-from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
-                              results, run_trainer)
+from bertkit.search import search_or_seeds
+from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
+                              model_or_builder, report, selection_metric, several_trainings, start_run,
+                              training_arguments)
 
 
 @dataclass
@@ -139,22 +141,36 @@ def summary_rows(metrics: dict, run: dict) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "ner")
+    run = start_run(cfg, "ner")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
     id2label = dict(enumerate(labels))
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
-    metrics_fn = compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme) if dev else None
-    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path, labels, train.scheme), tokenizer, sets["train"], sets.get("dev"),
-        SELECTION, metrics_fn, data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
-    train_result = run_trainer(trainer, cfg)
+    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, labels, train.scheme))
+
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              SELECTION)
+    trainer = FineTuningTrainer(
+        model=model, model_init=model_init, args=args, train_dataset=sets["train"], eval_dataset=sets.get("dev"),
+        processing_class=tokenizer, data_collator=transformers.DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=(compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme)
+                         if dev is not None else None),
+        callbacks=early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics, files = (final_evaluation(trainer, sets["dev"], windows["dev"], dev, id2label, cfg, train.scheme)
                       if dev is not None else ({}, {}))
     merge_lora(trainer, cfg.lora)
-    run = results(metrics, train_result, started, scheme=train.scheme, selection_metric=selection)
-    output_dir = finish_run(trainer, cfg, "ner", run, selection, files)
-    report(cfg, "ner", f"ner: {train.scheme} tags, dev entity scores", summary_rows(metrics, run), output_dir)
-    return run
+    selection = selection_metric(args, SELECTION)
+    results = run.results(metrics, train_result, scheme=train.scheme, selection_metric=selection)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
+    report(cfg, "ner", f"ner: {train.scheme} tags, dev entity scores", summary_rows(metrics, results),
+           run.output_dir)
+    return results

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 import datasets
+import transformers
 
 from bertkit import BertkitConfig, BertkitForQuestionAnswering
 from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
@@ -30,8 +31,10 @@ from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_f
                               prediction_record, read_examples, tune_and_score)
 from bertkit.config import INLINE
 from bertkit.console import say, warn
-from bertkit.training import (add_lora, begin, check_positions, finish_run, fine_tuning_trainer, merge_lora, report,
-                              results, run_trainer)
+from bertkit.search import search_or_seeds
+from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
+                              model_or_builder, report, selection_metric, several_trainings, start_run,
+                              training_arguments)
 
 
 @dataclass
@@ -156,28 +159,41 @@ def save_settings(trainer, cfg: Config, language: str, allow_no_answer: bool, th
 
 
 def main(cfg: Config) -> dict:
-    started = begin(cfg, "qa")
+    run = start_run(cfg, "qa")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
     train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading = load_data(
         cfg, tokenizer)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
-    compute_metrics = compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
-                                         cfg.max_answer_length) if dev is not None else None
-    trainer, selection = fine_tuning_trainer(  # a builder: search.trials and seeds rebuild the model for each run
-        cfg, lambda: build_model(cfg, model_path, language), tokenizer, train, dev, SELECTION_METRIC, compute_metrics)
-    train_result = run_trainer(trainer, cfg)
+    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, language))
+
+    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                              SELECTION_METRIC)
+    trainer = FineTuningTrainer(
+        model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
+        processing_class=tokenizer, data_collator=transformers.DataCollatorWithPadding(tokenizer),
+        compute_metrics=(compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
+                                            cfg.max_answer_length) if dev is not None else None),
+        callbacks=early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_windows, dev_examples, cfg, language,
                                                   allow_no_answer) if dev is not None else ({}, None, {}))
     merge_lora(trainer, cfg.lora)
     threshold = save_settings(trainer, cfg, language, allow_no_answer, threshold)
-    run = results(metrics, train_result, started, null_threshold=threshold, language=language,
-                  windows={"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
-                  questions=reading, selection_metric=selection)
+    selection = selection_metric(args, SELECTION_METRIC)
+    results = run.results(metrics, train_result, null_threshold=threshold, language=language,
+                          windows={"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
+                          questions=reading, selection_metric=selection)
     cfg.language = language  # the resolved config names the language it scored with (and the card's language tag)
-    output_dir = finish_run(trainer, cfg, "qa", run, selection, files)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
+        run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
     report(cfg, "qa", f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics",
-           {**metrics, **dropped_rows(reading), "wall time (s)": run["wall_time_s"]}, output_dir)
-    return run
+           {**metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, run.output_dir)
+    return results
