@@ -15,20 +15,14 @@ from dataclasses import dataclass, field
 
 import datasets
 
-from bertkit import BertkitConfig, BertkitForMultipleChoice
-from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, check_recipe
+from bertkit import BertkitConfig, BertkitForMultipleChoice, checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
-from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks import settings_dict
-from bertkit.tasks.choice import (MultipleChoiceCollator, Settings, accuracy, compute_metrics_fn, encode,
-                                  read_examples)
 from bertkit.search import search_or_seeds
-from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
-                              model_or_builder, report, selection_metric, several_trainings, start_run,
-                              training_arguments)
+from bertkit.tasks import choice as task
+from bertkit.tasks.choice import compute_metrics_fn  # a name of its own: tests/test_search.py swaps it
+from bertkit.tasks import settings_dict
 
 
 @dataclass
@@ -37,22 +31,23 @@ class DataConfig:
     """Training file (jsonl, json, parquet) of {"context", "question", "options": [...], "label": index} rows."""
     eval: str | None = None
     """Dev file: evaluated each epoch, picks the best checkpoint."""
-    max_length: MaxLength = 128
+    max_length: checks.MaxLength = 128
     """Tokens per (context, question + option) pair, [CLS] and [SEP]s included; the longer segment is cut first."""
 
 
 @dataclass
 class Config:
-    model: str = pretrained_model()
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/choice"), metadata=INLINE)
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/choice"),
+                                    metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: training_defaults(batch_size=8, eval_batch_size=32))
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    lora: options.LoraOptions = field(default_factory=options.LoraOptions)
+    train: dict = field(default_factory=lambda: options.training_defaults(batch_size=8, eval_batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        check_recipe(self, has_eval=self.data.eval is not None)
+        checks.check_recipe(self, has_eval=self.data.eval is not None)
 
 
 SELECTION = "accuracy"
@@ -62,57 +57,59 @@ def load_data(cfg: Config, tokenizer):
     """Training and dev examples, encoded as N (context, question + option) pairs each."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (jsonl of context / question / options / label)")
-    train = read_examples(cfg.data.train)
-    dev = read_examples(cfg.data.eval) if cfg.data.eval else None
+    train = task.read_examples(cfg.data.train)
+    dev = task.read_examples(cfg.data.eval) if cfg.data.eval else None
     counts = {len(example.options) for example in train + (dev or [])}
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples, {' / '.join(map(str, sorted(counts)))} "
         "options each")
-    return [datasets.Dataset.from_list(encode(tokenizer, split, cfg.data.max_length)) if split else None
+    return [datasets.Dataset.from_list(task.encode(tokenizer, split, cfg.data.max_length)) if split else None
             for split in (train, dev)]
 
 
 def build_model(cfg: Config, model_path: str):
     """The multiple-choice model to fine-tune, max_length saved in its config; LoRA adapters when lora.enabled."""
     config = BertkitConfig.from_pretrained(model_path)
-    check_positions(cfg.data.max_length, config)
-    config.bertkit_task_settings = settings_dict(Settings(max_length=cfg.data.max_length))  # for `bertkit predict`
-    model = load_pretrained(BertkitForMultipleChoice, model_path, config=config)
-    return add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"]) if cfg.lora.enabled else model
+    training.check_positions(cfg.data.max_length, config)
+    config.bertkit_task_settings = settings_dict(task.Settings(max_length=cfg.data.max_length))  # for `bertkit predict`
+    model = checkpoints.load_pretrained(BertkitForMultipleChoice, model_path, config=config)
+    if not cfg.lora.enabled:
+        return model
+    return training.add_lora(model, cfg.lora, task_type=None, modules_to_save=["classifier"])
 
 
 def evaluate_dev(trainer, dev) -> dict:
     """Accuracy and loss of the final model on the dev split."""
     output = trainer.predict(dev, metric_key_prefix="eval")
-    return {**accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
+    return {**task.accuracy(output.predictions, output.label_ids), "loss": output.metrics["eval_loss"]}
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "choice")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
-    model_path = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(model_path)
+    run = training.start_run(cfg, "choice")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    tokenizer = checkpoints.load_tokenizer(model_path)
     train, dev = load_data(cfg, tokenizer)
-    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path))  # search / seeds: rebuilt
+    model, model_init = training.model_or_builder(cfg, lambda: build_model(cfg, model_path))  # search / seeds: rebuilt
 
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION)
-    trainer = FineTuningTrainer(
+    args = training.training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                                       SELECTION)
+    trainer = training.FineTuningTrainer(
         model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
-        processing_class=tokenizer, data_collator=MultipleChoiceCollator(tokenizer),
-        compute_metrics=compute_metrics_fn(), callbacks=early_stopping(cfg, dev is not None),
+        processing_class=tokenizer, data_collator=task.MultipleChoiceCollator(tokenizer),
+        compute_metrics=compute_metrics_fn(), callbacks=training.early_stopping(cfg, dev is not None),
         llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+        if training.several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
             train_result = search_or_seeds(trainer, cfg)
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics = evaluate_dev(trainer, dev) if dev is not None else {}
-    merge_lora(trainer, cfg.lora)
-    selection = selection_metric(args, SELECTION)
+    training.merge_lora(trainer, cfg.lora)
+    selection = training.selection_metric(args, SELECTION)
     results = run.results(metrics, train_result, selection_metric=selection)
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
-    report(cfg, "choice", "choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]},
-           run.output_dir)
+    training.report(cfg, "choice", "choice: dev metrics", {**metrics, "wall time (s)": results["wall_time_s"]},
+                    run.output_dir)
     return results

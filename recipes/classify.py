@@ -19,26 +19,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Literal
 
+import transformers
 from pydantic import Field
 
-import transformers
-
-from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
-from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, check_recipe
+from bertkit import BertkitConfig, BertkitForSequenceClassification, checkpoints, checks, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import capped, say
-from bertkit.labels import LabelSpace
 from bertkit.errors import BertkitError
+from bertkit.labels import LabelSpace
 from bertkit.modeling_document import BertkitForDocumentClassification
-from bertkit.options import ColumnOptions, FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks.classify import (SELECTION_METRIC, DevPredictions, DocumentCollator, LongDocConfig, Settings,
-                                    compute_metrics_fn, encode, final_evaluation, first_windows, pop_doc_ids,
-                                    read_examples, uses_attention)
 from bertkit.search import search_or_seeds
-from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
-                              model_or_builder, report, selection_metric, several_trainings, start_run,
-                              training_arguments)
+from bertkit.tasks import classify as task
 
 
 @dataclass
@@ -47,33 +38,34 @@ class DataConfig:
     """Training file (csv, tsv, json, jsonl, parquet, txt) or a Hub dataset name."""
     eval: str | None = None
     """Dev file: evaluated each epoch, picks the best checkpoint, tunes the multi-label threshold."""
-    columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
+    columns: options.ColumnOptions = field(default_factory=options.ColumnOptions, metadata=INLINE)
     label_kind: Literal["auto", "single", "multi", "regression"] = "auto"
     """single-label, multi-label (list or delimited labels) or regression; auto decides from the training labels."""
     label_delimiter: Annotated[str, Field(min_length=1)] = ";"
     """Separator of several labels in one string cell (multi-label)."""
-    max_length: MaxLength = 128
+    max_length: checks.MaxLength = 128
     """Tokens per example (per window), [CLS] and [SEP] included; longer texts follow long_doc.strategy."""
 
 
 @dataclass
 class Config:
-    model: str = pretrained_model()
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/classify"), metadata=INLINE)
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/classify"),
+                                    metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
-    long_doc: LongDocConfig = field(default_factory=LongDocConfig)
+    long_doc: task.LongDocConfig = field(default_factory=task.LongDocConfig)
     """Texts longer than data.max_length: head / tail / head_tail truncation or chunk windows (saved for predict)."""
     pooling: Literal["cls", "mean"] = "cls"
     """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=training_defaults)
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    lora: options.LoraOptions = field(default_factory=options.LoraOptions)
+    train: dict = field(default_factory=options.training_defaults)
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
         self.long_doc.check(self.data.max_length)
-        check_recipe(self, has_eval=self.data.eval is not None)
-        if uses_attention(self.long_doc) and self.lora.enabled and not self.lora.merge:
+        checks.check_recipe(self, has_eval=self.data.eval is not None)
+        if task.uses_attention(self.long_doc) and self.lora.enabled and not self.lora.merge:
             # an adapter folder records no architecture: stock peft would rebuild a per-window sequence classifier
             raise BertkitError("long_doc.aggregate=attention with lora.merge=false: stock peft would load the adapter "
                                "as a per-window sequence classifier without the window attention — use "
@@ -89,9 +81,9 @@ class Config:
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
 
 
-def inference_settings(cfg: Config) -> Settings:
+def inference_settings(cfg: Config) -> task.Settings:
     """What predict / evaluate need of this run, saved in the model's config.json."""
-    return Settings(cfg.data.max_length, **asdict(cfg.data.columns), long_doc=cfg.long_doc)
+    return task.Settings(cfg.data.max_length, **asdict(cfg.data.columns), long_doc=cfg.long_doc)
 
 
 def load_data(cfg: Config, tokenizer):
@@ -100,11 +92,11 @@ def load_data(cfg: Config, tokenizer):
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (csv, tsv, json, jsonl, parquet)")
     overrides = inference_settings(cfg).columns()
-    train, columns, labels = read_examples(cfg.data.train, overrides, None, require_label=True,
-                                           label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
-    dev = read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    train, columns, labels = task.read_examples(cfg.data.train, overrides, None, require_label=True,
+                                                label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
+    dev = task.read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
     cfg.long_doc.check(cfg.data.max_length, labels.kind)
-    splits = [encode(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
+    splits = [task.encode(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
         f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
@@ -117,7 +109,7 @@ def load_data(cfg: Config, tokenizer):
 def say_windows(cfg: Config, train, dev) -> None:
     """One line on the windows (attention: on the documents, which are the rows, and their window cap)."""
     shape = f"of {cfg.data.max_length} tokens, stride {cfg.long_doc.stride}"
-    if not uses_attention(cfg.long_doc):
+    if not task.uses_attention(cfg.long_doc):
         say(f"long_doc chunk: {len(train)} train windows{f' / {len(dev)} dev windows' if dev else ''} {shape}, "
             f"{cfg.long_doc.aggregate} per document")
         return
@@ -132,25 +124,26 @@ def say_windows(cfg: Config, train, dev) -> None:
 def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     """The classifier to fine-tune: the label map and pooling in its config, LoRA adapters when lora.enabled."""
     config = BertkitConfig.from_pretrained(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
-    check_positions(cfg.data.max_length, config)
-    attention = uses_attention(cfg.long_doc)  # the document model: learned attention over each document's windows
+    training.check_positions(cfg.data.max_length, config)
+    attention = task.uses_attention(cfg.long_doc)  # the document model: learned attention over each document's windows
     model_class = BertkitForDocumentClassification if attention else BertkitForSequenceClassification
-    model = load_pretrained(model_class, model_path, config=config, ignore_mismatched_sizes=True)
+    model = checkpoints.load_pretrained(model_class, model_path, config=config, ignore_mismatched_sizes=True)
     if not cfg.lora.enabled:
         return model
-    return add_lora(model, cfg.lora, task_type="SEQ_CLS", modules_to_save=["window_attention"] if attention else None)
+    return training.add_lora(model, cfg.lora, task_type="SEQ_CLS",
+                             modules_to_save=["window_attention"] if attention else None)
 
 
-def dev_memory(cfg: Config) -> DevPredictions | None:
+def dev_memory(cfg: Config) -> task.DevPredictions | None:
     """The dev predictions of each evaluation by step, for the final evaluation to reuse; none when a search or a
     seed band trains several times on one Trainer (their steps would mix)."""
-    return None if several_trainings(cfg) else DevPredictions()
+    return None if training.several_trainings(cfg) else task.DevPredictions()
 
 
 def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
     """Before it is saved: LoRA merged (lora.merge), and the multi-label threshold and the inference settings
     recorded in the model config, where predict / evaluate read them."""
-    merge_lora(trainer, cfg.lora)
+    training.merge_lora(trainer, cfg.lora)
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
     if labels.kind == "multi":
         labels.threshold = final_model.config.multi_label_threshold = threshold
@@ -160,7 +153,7 @@ def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: flo
 def row_counts(train, dev, dev_docs) -> dict:
     """Rows (windows under long_doc chunk) of each split, and the dev documents they came from."""
     return {"train": len(train), "dev": len(dev) if dev is not None else 0,
-            "dev_documents": len(first_windows(dev_docs)) if dev is not None else 0}
+            "dev_documents": len(task.first_windows(dev_docs)) if dev is not None else 0}
 
 
 def summary_rows(results: dict) -> dict:
@@ -170,38 +163,40 @@ def summary_rows(results: dict) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "classify")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
-    model_path = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(model_path)
+    run = training.start_run(cfg, "classify")  # seed; hold output_dir (an old run is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    tokenizer = checkpoints.load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
-    (train, _), (dev, dev_docs) = pop_doc_ids(train), pop_doc_ids(dev)
+    (train, _), (dev, dev_docs) = task.pop_doc_ids(train), task.pop_doc_ids(dev)
     memory = dev_memory(cfg)
-    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, labels))  # search / seeds: rebuilt
+    # a search or seed band rebuilds the model for every training
+    model, model_init = training.model_or_builder(cfg, lambda: build_model(cfg, model_path, labels))
 
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION_METRIC[labels.kind])
-    trainer = FineTuningTrainer(
+    args = training.training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                                       task.SELECTION_METRIC[labels.kind])
+    trainer = training.FineTuningTrainer(
         model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
         processing_class=tokenizer,
-        data_collator=(DocumentCollator(tokenizer) if uses_attention(cfg.long_doc)
+        data_collator=(task.DocumentCollator(tokenizer) if task.uses_attention(cfg.long_doc)
                        else transformers.DataCollatorWithPadding(tokenizer)),
-        compute_metrics=compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
-        callbacks=([memory] if memory is not None else []) + early_stopping(cfg, dev is not None),
+        compute_metrics=task.compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
+        callbacks=([memory] if memory is not None else []) + training.early_stopping(cfg, dev is not None),
         llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+        if training.several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
             train_result = search_or_seeds(trainer, cfg)
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
-    metrics, threshold, files = (final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
+    metrics, threshold, files = (task.final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
                                  if dev is not None else ({}, None, {}))
     prepare_final_model(trainer, cfg, labels, threshold)
-    selection = selection_metric(args, SELECTION_METRIC[labels.kind])
+    selection = training.selection_metric(args, task.SELECTION_METRIC[labels.kind])
     results = run.results(metrics, train_result, threshold=threshold, selection_metric=selection,
                           rows=row_counts(train, dev, dev_docs))
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
-    report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(results), run.output_dir)
+    training.report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(results),
+                    run.output_dir)
     return results

@@ -22,21 +22,22 @@ import numpy as np
 import transformers
 from pydantic import Field
 
-from bertkit import BertkitConfig, BertkitForSequenceClassification, tasks
-from bertkit.checkpoints import load_finetuned, load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, check_data_file, check_model, check_recipe, require
+from bertkit import (
+    BertkitConfig,
+    BertkitForSequenceClassification,
+    checkpoints,
+    checks,
+    distill,
+    options,
+    tasks,
+    training,
+)
 from bertkit.config import INLINE
 from bertkit.console import capped, say
-from bertkit.labels import LabelSpace
-from bertkit.distill import (DistillationTrainer, DistillOptions, check_student, layer_map, pick_layers,
-                             student_from_teacher)
 from bertkit.errors import BertkitError
-from bertkit.options import ColumnOptions, FineTuning, RunOptions, training_defaults
-from bertkit.tasks.classify import (SELECTION_METRIC, Settings, compute_metrics_fn, encode, probabilities,
-                                    read_examples, score)
+from bertkit.labels import LabelSpace
 from bertkit.search import search_or_seeds
-from bertkit.training import (early_stopping, model_or_builder, report, selection_metric, several_trainings, start_run,
-                              training_arguments)
+from bertkit.tasks import classify
 
 
 @dataclass
@@ -47,8 +48,8 @@ class DataConfig:
     """Dev file: evaluated each epoch, picks the best checkpoint; the teacher is scored on it too."""
     unlabelled: str | None = None
     """Extra transfer text without labels (a .txt file, one text per line, or a table with a text column)."""
-    columns: ColumnOptions = field(default_factory=ColumnOptions, metadata=INLINE)
-    max_length: MaxLength = 128
+    columns: options.ColumnOptions = field(default_factory=options.ColumnOptions, metadata=INLINE)
+    max_length: checks.MaxLength = 128
     """Tokens per example, [CLS] and [SEP] included; longer texts are truncated."""
 
 
@@ -66,7 +67,8 @@ class StudentConfig:
 class Config:
     teacher: str | None = None
     """The fine-tuned classifier to learn from: a run directory or a stock BERT classifier directory."""
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/distill"), metadata=INLINE)
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/distill"),
+                                    metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     student: StudentConfig = field(default_factory=StudentConfig)
     temperature: Annotated[float, Field(gt=0)] = 2.0
@@ -75,22 +77,22 @@ class Config:
     """Weight of the soft-target term (1 - alpha: the hard labels)."""
     hidden_weight: Annotated[float, Field(ge=0)] = 0.0
     """Weight of the hidden-state MSE between mapped layers (TinyBERT style; 0 = off)."""
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    train: dict = field(default_factory=lambda: training_defaults(learning_rate=1e-4, batch_size=32))
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    train: dict = field(default_factory=lambda: options.training_defaults(learning_rate=1e-4, batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # the teacher's path is checked when the run starts: it may be a run still to come
-        check_recipe(self, has_eval=self.data.eval is not None, model=False)
-        check_data_file(self.data.unlabelled, "data.unlabelled")
+        checks.check_recipe(self, has_eval=self.data.eval is not None, model=False)
+        checks.check_data_file(self.data.unlabelled, "data.unlabelled")
         if self.student.model:  # a pretrained checkpoint, there before the run: checked now (another architecture...)
-            check_model(self.student.model, "student.model")
-        require(bool(self.teacher), "teacher", self.teacher, "a fine-tuned classifier directory",
-                "set teacher=<a classify run's output_dir>")
+            checks.check_model(self.student.model, "student.model")
+        checks.require(bool(self.teacher), "teacher", self.teacher, "a fine-tuned classifier directory",
+                       "set teacher=<a classify run's output_dir>")
 
 
-def inference_settings(cfg: Config) -> Settings:
+def inference_settings(cfg: Config) -> classify.Settings:
     """What predict / evaluate need of the student, saved in its config.json (texts are truncated: long_doc head)."""
-    return Settings(cfg.data.max_length, **asdict(cfg.data.columns))
+    return classify.Settings(cfg.data.max_length, **asdict(cfg.data.columns))
 
 
 def load_data(cfg: Config, tokenizer, labels: LabelSpace):
@@ -99,15 +101,15 @@ def load_data(cfg: Config, tokenizer, labels: LabelSpace):
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (labels spelled as the teacher's label map)")
     overrides = inference_settings(cfg).columns()
-    train, columns, _ = read_examples(cfg.data.train, overrides, labels, require_label=True)
-    dev = read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
-    encoded = [encode(tokenizer, split, columns, cfg.data.max_length, name=name).remove_columns("doc_id")
+    train, columns, _ = classify.read_examples(cfg.data.train, overrides, labels, require_label=True)
+    dev = classify.read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    encoded = [classify.encode(tokenizer, split, columns, cfg.data.max_length, name=name).remove_columns("doc_id")
                if split is not None else None for name, split in (("train", train), ("dev", dev))]
     unlabelled = 0
     if cfg.data.unlabelled:
-        extra, extra_columns, _ = read_examples(cfg.data.unlabelled, {**overrides, "label_column": None}, labels,
-                                                require_label=False)
-        rows = encode(tokenizer, extra, extra_columns, cfg.data.max_length, name="unlabelled")
+        extra, extra_columns, _ = classify.read_examples(cfg.data.unlabelled, {**overrides, "label_column": None},
+                                                         labels, require_label=False)
+        rows = classify.encode(tokenizer, extra, extra_columns, cfg.data.max_length, name="unlabelled")
         rows = rows.remove_columns("doc_id").add_column("labels", [-100] * len(rows)).cast(encoded[0].features)
         encoded[0], unlabelled = datasets.concatenate_datasets([encoded[0], rows]), len(rows)
     say(f"{len(train)} labelled + {unlabelled} unlabelled train / {len(dev) if dev else 0} dev examples; "
@@ -116,8 +118,8 @@ def load_data(cfg: Config, tokenizer, labels: LabelSpace):
 
 
 def load_teacher(cfg: Config):
-    path = resolve_model(cfg.teacher)
-    teacher = load_finetuned(BertkitForSequenceClassification, path, "distill teacher")
+    path = checkpoints.resolve_model(cfg.teacher)
+    teacher = checkpoints.load_finetuned(BertkitForSequenceClassification, path, "distill teacher")
     if not isinstance(teacher, BertkitForSequenceClassification):  # an ONNX export has no layers to take
         raise BertkitError(f"teacher {cfg.teacher} is an ONNX export — give the run directory it was exported from")
     labels = LabelSpace.from_model_config(teacher.config)
@@ -130,17 +132,17 @@ def load_teacher(cfg: Config):
 def build_student(cfg: Config, teacher, labels: LabelSpace):
     """The student and the teacher layers it was taken from (None for another checkpoint)."""
     if cfg.student.model:
-        path = resolve_model(cfg.student.model)
+        path = checkpoints.resolve_model(cfg.student.model)
         config = BertkitConfig.from_pretrained(path, classifier_pooling=teacher.config.classifier_pooling,
                                                **labels.config_kwargs())
-        student, picked = load_pretrained(BertkitForSequenceClassification, path, config=config,
-                                          ignore_mismatched_sizes=True), None
+        student, picked = checkpoints.load_pretrained(BertkitForSequenceClassification, path, config=config,
+                                                      ignore_mismatched_sizes=True), None
     else:
         count = teacher.config.num_hidden_layers
         wanted = max(1, count // 2) if cfg.student.num_layers is None else cfg.student.num_layers
-        picked = pick_layers(count, wanted, cfg.student.layers)
-        student = student_from_teacher(teacher, picked)
-    check_student(student, teacher, cfg.hidden_weight)
+        picked = distill.pick_layers(count, wanted, cfg.student.layers)
+        student = distill.student_from_teacher(teacher, picked)
+    distill.check_student(student, teacher, cfg.hidden_weight)
     student.config.distilled_from, student.config.distilled_layers = str(cfg.teacher), picked
     setattr(student.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
     say(f"student: {student.config.num_hidden_layers} of the teacher's {teacher.config.num_hidden_layers} layers"
@@ -153,7 +155,7 @@ def dev_scores(trainer, model, dev, labels: LabelSpace) -> dict:
     """Dev metrics of `model` (the student, or the teacher) with the trainer's settings."""
     output = transformers.Trainer(model=model, args=trainer.args, eval_dataset=dev,
                                   data_collator=trainer.data_collator).predict(dev)
-    return score(probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
+    return classify.score(classify.probabilities(output.predictions, labels.kind), np.asarray(output.label_ids), labels)
 
 
 def comparison(trainer, teacher, dev, labels: LabelSpace) -> dict:
@@ -173,36 +175,36 @@ def summary_rows(results: dict, student, teacher) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "distill")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    run = training.start_run(cfg, "distill")  # seed; hold output_dir (an old run is refused unless overwrite=true)
     teacher_path, teacher, labels = load_teacher(cfg)
-    tokenizer = load_tokenizer(teacher_path)
+    tokenizer = checkpoints.load_tokenizer(teacher_path)
     train, dev = load_data(cfg, tokenizer, labels)
     student, picked = build_student(cfg, teacher, labels)
-    model, model_init = model_or_builder(cfg, lambda: build_student(cfg, teacher, labels)[0], model=student)
+    model, model_init = training.model_or_builder(cfg, lambda: build_student(cfg, teacher, labels)[0], model=student)
 
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION_METRIC["single"])
-    trainer = DistillationTrainer(
+    args = training.training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                                       classify.SELECTION_METRIC["single"])
+    trainer = distill.DistillationTrainer(
         model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
         processing_class=tokenizer, data_collator=transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics_fn(labels), callbacks=early_stopping(cfg, dev is not None),
+        compute_metrics=classify.compute_metrics_fn(labels), callbacks=training.early_stopping(cfg, dev is not None),
         llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr,
-        teacher=teacher, options=DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
-        layer_pairs=layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
+        teacher=teacher, options=distill.DistillOptions(cfg.temperature, cfg.alpha, cfg.hidden_weight),
+        layer_pairs=distill.layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, picked))
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        if several_trainings(cfg):  # search.trials or seeds: a fresh student each, the best one kept on the trainer
+        if training.several_trainings(cfg):  # search.trials or seeds: a fresh student each, the best one kept
             train_result = search_or_seeds(trainer, cfg)
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics = dev_scores(trainer, trainer.model, dev, labels) if dev is not None else {}
-    selection = selection_metric(args, SELECTION_METRIC["single"])
+    selection = training.selection_metric(args, classify.SELECTION_METRIC["single"])
     results = run.results(metrics, train_result, **comparison(trainer, teacher, dev, labels),
                           selection_metric=selection, teacher=str(cfg.teacher), student_layers=picked,
                           rows={"train": len(train), "dev": len(dev) if dev is not None else 0})
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
-    report(cfg, "distill", "distill: dev metrics, student / teacher", summary_rows(results, student, teacher),
-           run.output_dir)
+    training.report(cfg, "distill", "distill: dev metrics, student / teacher", summary_rows(results, student, teacher),
+                    run.output_dir)
     return results

@@ -32,23 +32,13 @@ from typing import Callable, Iterable, Literal
 import datasets
 import transformers
 
-from bertkit.checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, Seed, at_key, check_probability, check_recipe, require
+from bertkit import checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
-from bertkit.options import FineTuning, RunOptions, training_defaults
+from bertkit.tasks import mlm as task
 from bertkit.tasks import settings_dict
-from bertkit.tasks.mlm import Settings, load_mlm_model, masked_perplexity, say_new_heads, warm_up_new_head
-from bertkit.tasks.mlm.corpus import (Corpus, GroupBlocks, LineWindows, NspPairs, default_num_proc, first_texts_of,
-                                      held_by_hash, open_corpus, stream_examples, stream_lines, streaming_dataset,
-                                      take, tokenized_file)
-from bertkit.tasks.mlm.vocabulary import (add_domain_words, scratch_config, scratch_size, train_wordpiece,
-                                          write_vocab_txt)
-from bertkit.tasks.mlm.whole_word_masking import (MaskingCollator, MaskingEpochCallback, PretrainingCollator,
-                                                  mask_once, resolve_whole_word)
-from bertkit.training import (FineTuningTrainer, check_positions, early_stopping, report, resume_checkpoint,
-                              several_trainings, start_run, training_arguments)
+from bertkit.tasks.mlm import corpus, vocabulary, whole_word_masking
 
 
 @dataclass
@@ -63,7 +53,7 @@ class DataConfig:
     """Column holding the text of a table corpus (auto-detected: text, content, document, 文本, ...)."""
     mode: Literal["line", "group"] = "group"
     """line: an example per paragraph (long ones windowed); group: all text concatenated, cut into max_length blocks."""
-    max_length: MaxLength = 128
+    max_length: checks.MaxLength = 128
     """Tokens per example, [CLS] and [SEP] included."""
     num_proc: int | None = None
     """Worker processes that tokenize the corpus (default: the usable cores, at most 8); 1 tokenizes in-process."""
@@ -107,104 +97,105 @@ class VocabConfig:
 
 @dataclass
 class Config:
-    model: str = DEFAULT_MODEL
+    model: str = checkpoints.DEFAULT_MODEL
     """Checkpoint to continue (directory, Hub id, all-MiniLM-L6-v2), or scratch:tiny|mini|small|base."""
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/mlm"), metadata=INLINE)
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/mlm"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     masking: MaskingConfig = field(default_factory=MaskingConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     nsp: bool = False
     """Also train next-sentence prediction (sentence pairs from consecutive sentences of a document)."""
-    eval_seed: Seed = 1234
+    eval_seed: checks.Seed = 1234
     """Seed of the held-out masks: the same seed masks the same positions before and after training."""
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
     head_warmup_steps: int = 100
     """A checkpoint without an MLM head: train the new head alone this many steps (encoder frozen) before the
     "before" perplexity, so that figure is the pretrained encoder's, not a random head's (0 = off)."""
     head_warmup_lr: float = 1.0e-3
     """Learning rate (AdamW, constant) of the head-only warm-up."""
-    train: dict = field(default_factory=lambda: training_defaults(eval_batch_size=32))
+    train: dict = field(default_factory=lambda: options.training_defaults(eval_batch_size=32))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
         if self.data.eval is None:
-            check_probability(self.data.eval_fraction, "data.eval_fraction", "e.g. data.eval_fraction=0.05, or give "
-                              "data.eval=<file>")
+            checks.check_probability(self.data.eval_fraction, "data.eval_fraction",
+                                     "e.g. data.eval_fraction=0.05, or give data.eval=<file>")
         check_masking(self.masking)
         check_data(self)
-        with at_key("model"):
-            scratch = scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
-        check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated
-        if several_trainings(self):  # FineTuning gives mlm the keys; its trainer builds one model only
+        with checks.at_key("model"):
+            scratch = vocabulary.scratch_size(self.model)  # an unknown scratch:<size> is an error naming the sizes
+        checks.check_recipe(self, has_eval=True, model=scratch is None)  # the held-out slice is always evaluated
+        if training.several_trainings(self):  # FineTuning gives mlm the keys; its trainer builds one model only
             raise BertkitError("search.trials and seeds are for fine-tuning recipes (classify, ner, qa, choice, "
                                "distill) — remove them from this mlm run")
 
 
 def check_masking(masking: MaskingConfig) -> None:
-    check_probability(masking.probability, "masking.probability", "BERT selects 0.15 of the tokens")
+    checks.check_probability(masking.probability, "masking.probability", "BERT selects 0.15 of the tokens")
     for key, value in (("masking.mask_replace_prob", masking.mask_replace_prob),
                        ("masking.random_replace_prob", masking.random_replace_prob)):
-        require(0 <= value <= 1, key, value, "in [0, 1]", "BERT uses 0.8 [MASK] and 0.1 random")
+        checks.require(0 <= value <= 1, key, value, "in [0, 1]", "BERT uses 0.8 [MASK] and 0.1 random")
     total = masking.mask_replace_prob + masking.random_replace_prob
-    require(total <= 1, "masking.random_replace_prob", masking.random_replace_prob,
-            f"at most 1 - masking.mask_replace_prob = {1 - masking.mask_replace_prob:g}",
-            "BERT uses 0.8 [MASK] and 0.1 random (the other 0.1 stay unchanged)")
+    checks.require(total <= 1, "masking.random_replace_prob", masking.random_replace_prob,
+                   f"at most 1 - masking.mask_replace_prob = {1 - masking.mask_replace_prob:g}",
+                   "BERT uses 0.8 [MASK] and 0.1 random (the other 0.1 stay unchanged)")
 
 
 def check_data(cfg: Config) -> None:
     data = cfg.data
-    require(data.num_proc is None or data.num_proc >= 1, "data.num_proc", data.num_proc, "at least 1",
-            "e.g. data.num_proc=4 (or leave it unset: the usable cores)")
-    require(data.max_eval_examples is None or data.max_eval_examples >= 1, "data.max_eval_examples",
-            data.max_eval_examples, "at least 1 (or null)", "e.g. data.max_eval_examples=2000")
-    require(cfg.head_warmup_steps >= 0, "head_warmup_steps", cfg.head_warmup_steps, "0 or more", "0 turns it off")
-    require(cfg.head_warmup_lr > 0, "head_warmup_lr", cfg.head_warmup_lr, "more than 0", "e.g. 1.0e-3")
+    checks.require(data.num_proc is None or data.num_proc >= 1, "data.num_proc", data.num_proc, "at least 1",
+                   "e.g. data.num_proc=4 (or leave it unset: the usable cores)")
+    checks.require(data.max_eval_examples is None or data.max_eval_examples >= 1, "data.max_eval_examples",
+                   data.max_eval_examples, "at least 1 (or null)", "e.g. data.max_eval_examples=2000")
+    checks.require(cfg.head_warmup_steps >= 0, "head_warmup_steps", cfg.head_warmup_steps, "0 or more",
+                   "0 turns it off")
+    checks.require(cfg.head_warmup_lr > 0, "head_warmup_lr", cfg.head_warmup_lr, "more than 0", "e.g. 1.0e-3")
     if data.streaming:  # a stream has no length: the Trainer cannot work out the steps of an epoch
-        require(int(cfg.train.get("max_steps", -1) or -1) > 0, "train.max_steps", cfg.train.get("max_steps"),
-                "set (more than 0) with data.streaming=true", "e.g. train.max_steps=10000")
-        require(not cfg.nsp, "nsp", cfg.nsp, "false with data.streaming=true",
-                "NSP draws sentences from random documents: use data.streaming=false")
-        require(data.shuffle_buffer >= 0, "data.shuffle_buffer", data.shuffle_buffer, "0 or more", "e.g. 10000")
+        checks.require(int(cfg.train.get("max_steps", -1) or -1) > 0, "train.max_steps", cfg.train.get("max_steps"),
+                       "set (more than 0) with data.streaming=true", "e.g. train.max_steps=10000")
+        checks.require(not cfg.nsp, "nsp", cfg.nsp, "false with data.streaming=true",
+                       "NSP draws sentences from random documents: use data.streaming=false")
+        checks.require(data.shuffle_buffer >= 0, "data.shuffle_buffer", data.shuffle_buffer, "0 or more", "e.g. 10000")
 
 
 def num_proc(cfg: Config) -> int:
-    return cfg.data.num_proc or default_num_proc()
+    return cfg.data.num_proc or corpus.default_num_proc()
 
 
-def load_corpus(cfg: Config) -> Corpus:
+def load_corpus(cfg: Config) -> corpus.Corpus:
     """The corpus in the datasets cache (memory-mapped), its held-out rows split off (or data.eval's)."""
     if not cfg.data.train:
         raise BertkitError("no corpus — set data.train=<file> (.txt with one paragraph per line, or a table)")
-    return open_corpus(cfg.data.train, cfg.data.eval, cfg.data.eval_fraction, cfg.run.seed, cfg.data.text_column,
-                       cfg.data.cache_dir, num_proc(cfg))
+    return corpus.open_corpus(cfg.data.train, cfg.data.eval, cfg.data.eval_fraction, cfg.run.seed, cfg.data.text_column,
+                              cfg.data.cache_dir, num_proc(cfg))
 
 
 def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
     """(model, tokenizer, notes): a scratch model with a corpus-trained vocabulary, or a checkpoint with an MLM
     head (a new one if it had none) and, with vocab.extend, the domain words added. `texts` gives the training
     text afresh on each call (read from the cache a batch at a time)."""
-    size = scratch_size(cfg.model)
+    size = vocabulary.scratch_size(cfg.model)
     if size:
         if cfg.vocab.extend:
             raise BertkitError("vocab.extend adds words to a pretrained vocabulary; a scratch model's vocabulary is "
                                "trained on the corpus — set vocab.size instead")
         # tokenizer training is not deterministic: a resumed run reuses its tokenizer
-        resumed = resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
-        tokenizer = load_tokenizer(resumed) if resumed else train_wordpiece(texts(), cfg.vocab.size,
-                                                                            cfg.vocab.lowercase)
-        config = scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
+        resumed = training.resume_checkpoint(cfg.run.resume, cfg.run.output_dir)
+        tokenizer = (checkpoints.load_tokenizer(resumed) if resumed else
+                     vocabulary.train_wordpiece(texts(), cfg.vocab.size, cfg.vocab.lowercase))
+        config = vocabulary.scratch_config(size, len(tokenizer), max(512, cfg.data.max_length))
         model_class = transformers.AutoModelForPreTraining if cfg.nsp else transformers.AutoModelForMaskedLM
         say(f"from scratch: {size} BERT ({config.num_hidden_layers} layers, hidden "
-             f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
+            f"{config.hidden_size}), WordPiece vocabulary of {len(tokenizer):,} trained on the corpus")
         return model_class.from_config(config), tokenizer, {"mlm_head": "new", "scratch": size}
-    model_path = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(model_path)
-    model, notes = load_mlm_model(model_path, nsp=cfg.nsp)
-    say_new_heads(cfg.model, notes, cfg.nsp)
-    check_positions(cfg.data.max_length, model.config)
+    model_path = checkpoints.resolve_model(cfg.model)
+    tokenizer = checkpoints.load_tokenizer(model_path)
+    model, notes = task.load_mlm_model(model_path, nsp=cfg.nsp)
+    task.say_new_heads(cfg.model, notes, cfg.nsp)
+    training.check_positions(cfg.data.max_length, model.config)
     if cfg.vocab.extend:
-        notes["new_tokens"] = add_domain_words(model, tokenizer, texts(), cfg.vocab.max_new_tokens,
-                                               cfg.vocab.min_frequency, cfg.vocab.min_pieces)
+        notes["new_tokens"] = vocabulary.add_domain_words(model, tokenizer, texts(), cfg.vocab.max_new_tokens,
+                                                          cfg.vocab.min_frequency, cfg.vocab.min_pieces)
     return model, tokenizer, notes
 
 
@@ -213,8 +204,8 @@ def build_examples(cfg: Config, tokens, rows, document, tokenizer, whole_word: s
     """Training or held-out examples, made on demand from the token table: NSP sentence pairs, or line windows /
     group blocks of the rows' paragraphs. Each carries its number as example_id (its masks' identity)."""
     if cfg.nsp:
-        return NspPairs(tokens, rows, document, tokenizer, cfg.data.max_length, seed, whole_word, limit)
-    view = LineWindows if cfg.data.mode == "line" else GroupBlocks
+        return corpus.NspPairs(tokens, rows, document, tokenizer, cfg.data.max_length, seed, whole_word, limit)
+    view = corpus.LineWindows if cfg.data.mode == "line" else corpus.GroupBlocks
     return view(tokens, rows, cfg.data.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id, limit)
 
 
@@ -222,11 +213,11 @@ def prepare_data(cfg: Config) -> tuple:
     """(model, tokenizer, notes, whole_word, train examples, warm-up examples, held-out examples) from the cached
     corpus: tokenized in workers on the first run, loaded from the cache files on the next."""
     corpus = load_corpus(cfg)
-    whole_word = resolve_whole_word(cfg.masking.whole_word, corpus.sample_texts())
+    whole_word = whole_word_masking.resolve_whole_word(cfg.masking.whole_word, corpus.sample_texts())
     model, tokenizer, notes = build_model(cfg, corpus.texts)
     hit = corpus.tokenize(tokenizer, whole_word, cfg.nsp, num_proc(cfg))
     say(f"tokenized corpus {'loaded from the datasets cache' if hit else 'written to'} "
-         f"{Path(corpus.tokens.cache_files[0]['filename']).parent if corpus.tokens.cache_files else 'memory'}")
+        f"{Path(corpus.tokens.cache_files[0]['filename']).parent if corpus.tokens.cache_files else 'memory'}")
     notes["tokens_cached"] = hit
     train = build_examples(cfg, corpus.tokens, corpus.split.train, corpus.split.document, tokenizer, whole_word,
                            cfg.run.seed)
@@ -241,22 +232,22 @@ def prepare_stream(cfg: Config) -> tuple:
     fraction = 0.0 if cfg.data.eval else cfg.data.eval_fraction
 
     def texts():
-        rows = enumerate(row["text"].strip() for row in stream_lines(cfg.data.train))
-        return (text for i, text in rows if text and not held_by_hash(cfg.run.seed, i, fraction))
+        rows = enumerate(row["text"].strip() for row in corpus.stream_lines(cfg.data.train))
+        return (text for i, text in rows if text and not corpus.held_by_hash(cfg.run.seed, i, fraction))
 
-    whole_word = resolve_whole_word(cfg.masking.whole_word, first_texts_of(texts()))
+    whole_word = whole_word_masking.resolve_whole_word(cfg.masking.whole_word, corpus.first_texts_of(texts()))
     model, tokenizer, notes = build_model(cfg, texts)
     settings = (cfg.data.train, tokenizer, whole_word, cfg.data.mode, cfg.data.max_length, cfg.run.seed, fraction)
-    train = streaming_dataset(*settings, cfg.data.shuffle_buffer)
-    warmup = take(stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
+    train = corpus.streaming_dataset(*settings, cfg.data.shuffle_buffer)
+    warmup = corpus.take(corpus.stream_examples(*settings, held=False), cfg.head_warmup_steps * global_batch_size(cfg))
     limit = cfg.data.max_eval_examples
     if cfg.data.eval:  # a separate held-out file goes through the cache like a whole corpus
-        tokens, rows = tokenized_file(cfg.data.eval, tokenizer, whole_word, cfg.data.text_column, cfg.data.cache_dir,
-                                      num_proc(cfg))
+        tokens, rows = corpus.tokenized_file(cfg.data.eval, tokenizer, whole_word, cfg.data.text_column,
+                                             cfg.data.cache_dir, num_proc(cfg))
         held = list(build_examples(cfg, tokens, rows.train, rows.document, tokenizer, whole_word, cfg.eval_seed,
                                    limit))
     else:
-        held = take(stream_examples(*settings, held=True), limit or sys.maxsize)
+        held = corpus.take(corpus.stream_examples(*settings, held=True), limit or sys.maxsize)
     return model, tokenizer, notes, whole_word, train, warmup, held
 
 
@@ -267,11 +258,11 @@ def global_batch_size(cfg: Config) -> int:
             * int(cfg.train.get("gradient_accumulation_steps", 1)))
 
 
-def task_settings(cfg: Config, whole_word: str) -> Settings:
+def task_settings(cfg: Config, whole_word: str) -> task.Settings:
     """What `bertkit evaluate` needs to mask held-out text as this run did, saved in the model's config.json."""
-    return Settings(max_length=cfg.data.max_length, mode=cfg.data.mode, whole_word=whole_word,
-                    mlm_probability=cfg.masking.probability, mask_replace_prob=cfg.masking.mask_replace_prob,
-                    random_replace_prob=cfg.masking.random_replace_prob, nsp=cfg.nsp, seed=cfg.eval_seed)
+    return task.Settings(max_length=cfg.data.max_length, mode=cfg.data.mode, whole_word=whole_word,
+                         mlm_probability=cfg.masking.probability, mask_replace_prob=cfg.masking.mask_replace_prob,
+                         random_replace_prob=cfg.masking.random_replace_prob, nsp=cfg.nsp, seed=cfg.eval_seed)
 
 
 def masking_settings(cfg: Config, whole_word: str) -> dict:
@@ -283,10 +274,10 @@ def masking_settings(cfg: Config, whole_word: str) -> dict:
 def perplexity_before(cfg: Config, model, tokenizer, notes: dict, warmup_examples, masking: dict, held_out,
                       batch_size: int) -> dict:
     """The held-out perplexity before training (after a new head's warm-up); `head` says what it measures."""
-    collator = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
-    before_head = warm_up_new_head(model, notes, warmup_examples, collator, cfg.head_warmup_steps,
-                                   global_batch_size(cfg), cfg.head_warmup_lr, cfg.run.seed)
-    before = masked_perplexity(model, held_out, tokenizer.pad_token_id, batch_size)
+    collator = whole_word_masking.MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
+    before_head = task.warm_up_new_head(model, notes, warmup_examples, collator, cfg.head_warmup_steps,
+                                        global_batch_size(cfg), cfg.head_warmup_lr, cfg.run.seed)
+    before = task.masked_perplexity(model, held_out, tokenizer.pad_token_id, batch_size)
     before["head"] = before_head
     say(f"held-out perplexity before training: {before['perplexity']:.2f} "
         f"({before['masked_tokens']} masked tokens; {before_head})")
@@ -322,8 +313,8 @@ def pretraining_arguments(cfg: Config):
     """TrainingArguments of the run: the held-out loss picks the best checkpoint; loss only, and the columns the
     masking collator reads kept (word_ids, example_id: the collator drops both)."""
     train_args = {"prediction_loss_only": True, **cfg.train, "remove_unused_columns": False}
-    return training_arguments(train_args, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, True, "loss",
-                              greater_is_better=False)
+    return training.training_arguments(train_args, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, True, "loss",
+                                       greater_is_better=False)
 
 
 def say_examples(cfg: Config, train_examples, eval_examples, whole_word: str) -> None:
@@ -335,12 +326,13 @@ def say_examples(cfg: Config, train_examples, eval_examples, whole_word: str) ->
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "mlm")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    run = training.start_run(cfg, "mlm")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     prepare = prepare_stream if cfg.data.streaming else prepare_data
     model, tokenizer, notes, whole_word, train_examples, warmup_examples, eval_examples = prepare(cfg)
     say_examples(cfg, train_examples, eval_examples, whole_word)
     masking = masking_settings(cfg, whole_word)
-    held_out = mask_once(eval_examples, MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed))
+    collator = whole_word_masking.MaskingCollator(tokenizer, **masking, seed=cfg.eval_seed)
+    held_out = whole_word_masking.mask_once(eval_examples, collator)
     args = pretraining_arguments(cfg)
     model.config.sparse_prediction = True  # train and evaluate on the masked positions only: (M, V) logits
     model.to(args.device)
@@ -348,21 +340,21 @@ def main(cfg: Config) -> dict:
     before = perplexity_before(cfg, model, tokenizer, notes, warmup_examples, masking, held_out, batch_size)
 
     # Training masks: per example, from (seed, epoch, example_id = row index); the callback advances the epoch.
-    train_masking = MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
-    trainer = FineTuningTrainer(
+    train_masking = whole_word_masking.MaskingCollator(tokenizer, **masking, seed=cfg.run.seed)
+    trainer = training.FineTuningTrainer(
         model=model, args=args, train_dataset=train_examples, eval_dataset=datasets.Dataset.from_list(held_out),
-        processing_class=tokenizer, data_collator=PretrainingCollator(train_masking),
-        callbacks=[MaskingEpochCallback(train_masking), *early_stopping(cfg, True)],
+        processing_class=tokenizer, data_collator=whole_word_masking.PretrainingCollator(train_masking),
+        callbacks=[whole_word_masking.MaskingEpochCallback(train_masking), *training.early_stopping(cfg, True)],
         llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
-    after = masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, batch_size)
+    after = task.masked_perplexity(trainer.model, held_out, tokenizer.pad_token_id, batch_size)
 
     results = collect_results(run, before, after, held_out, train_result, whole_word, notes, tokenizer)
-    vocab = {"vocab.txt": lambda path: write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
+    vocab = {"vocab.txt": lambda path: vocabulary.write_vocab_txt(tokenizer, path)} if notes.get("scratch") else None
     trainer.model.config.bertkit_task_settings = settings_dict(task_settings(cfg, whole_word))  # for evaluate
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, None, vocab)  # metrics.json, curve, config, card; vocab.txt of a scratch run
-    report(cfg, "mlm", "mlm: held-out perplexity (fixed masks)", summary_rows(cfg, results), run.output_dir)
+    training.report(cfg, "mlm", "mlm: held-out perplexity (fixed masks)", summary_rows(cfg, results), run.output_dir)
     return results

@@ -17,19 +17,12 @@ from typing import Literal
 import datasets
 import transformers
 
-from bertkit import BertkitConfig, BertkitForTokenClassification, tasks
-from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, check_recipe, require
-from bertkit.errors import BertkitError
-from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks.ner import (ReadOptions, Settings, compute_metrics_fn, encode, entity_report, label_names,
-                               predicted_tags, read_examples, score_tags)
+from bertkit import BertkitConfig, BertkitForTokenClassification, checkpoints, checks, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import say
+from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds
-from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
-                              model_or_builder, report, selection_metric, several_trainings, start_run,
-                              training_arguments)
+from bertkit.tasks import ner as task
 
 
 @dataclass
@@ -50,7 +43,7 @@ class DataConfig:
     """How raw text becomes words: bert (whitespace, punctuation, each CJK character) or chars (every character)."""
     label_all_tokens: bool = False
     """Label a word's later sub-tokens too (with I- of its entity) instead of ignoring them in the loss."""
-    max_length: MaxLength = 128
+    max_length: checks.MaxLength = 128
     """Tokens per window, [CLS] and [SEP] included; longer sentences are split into overlapping windows."""
     stride: int = 32
     """Tokens that consecutive windows share."""
@@ -58,70 +51,71 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = pretrained_model()
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/ner"), metadata=INLINE)
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/ner"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     strict: bool = False
     """Score entities in seqeval's strict mode under the data's scheme (default: conlleval's lenient reading)."""
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=training_defaults)
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    lora: options.LoraOptions = field(default_factory=options.LoraOptions)
+    train: dict = field(default_factory=options.training_defaults)
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
         room = self.data.max_length - 2  # a window's sub-tokens between [CLS] and [SEP]
-        require(0 <= self.data.stride < room, "data.stride", self.data.stride,
-                f"0 or more and below the {room} tokens of a window (data.max_length - 2)",
-                f"e.g. data.stride={room // 4}")
-        check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
+        checks.require(0 <= self.data.stride < room, "data.stride", self.data.stride,
+                       f"0 or more and below the {room} tokens of a window (data.max_length - 2)",
+                       f"e.g. data.stride={room // 4}")
+        checks.check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
 
 
 SELECTION = "f1"
 
 
-def read_options(cfg: Config, scheme: str | None = None) -> ReadOptions:
-    return ReadOptions(scheme=scheme or cfg.data.scheme, repair=cfg.data.repair_tags,
-                       skip_bad=cfg.data.skip_bad_examples, split=cfg.data.split, format=cfg.data.format)
+def read_options(cfg: Config, scheme: str | None = None) -> task.ReadOptions:
+    return task.ReadOptions(scheme=scheme or cfg.data.scheme, repair=cfg.data.repair_tags,
+                            skip_bad=cfg.data.skip_bad_examples, split=cfg.data.split, format=cfg.data.format)
 
 
 def load_data(cfg: Config):
     """Training and dev sentences (dev read with the training split's scheme) and the label names."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (CoNLL columns or JSONL)")
-    train = read_examples(cfg.data.train, read_options(cfg))
+    train = task.read_examples(cfg.data.train, read_options(cfg))
     dev_scheme = train.scheme if cfg.data.scheme == "auto" else cfg.data.scheme  # IOB1 dev files convert too
-    dev = read_examples(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
+    dev = task.read_examples(cfg.data.eval, read_options(cfg, dev_scheme)) if cfg.data.eval else None
     for note in train.notes + (dev.notes if dev else []):
         say(note)
-    labels = label_names(train.entity_types, train.scheme)
+    labels = task.label_names(train.entity_types, train.scheme)
     say(f"{len(train.sentences)} train / {len(dev.sentences) if dev else 0} dev sentences; "
         f"{train.scheme} tags over {', '.join(sorted(train.entity_types)) or 'no entity types'}")
     return train, dev, labels
 
 
-def inference_settings(cfg: Config, scheme: str) -> Settings:
+def inference_settings(cfg: Config, scheme: str) -> task.Settings:
     """What predict / evaluate need of this run: the scheme the model predicts, how files are read and windowed."""
-    return Settings(scheme=scheme, file_scheme=cfg.data.scheme, repair_tags=cfg.data.repair_tags,
-                    skip_bad_examples=cfg.data.skip_bad_examples, split=cfg.data.split,
-                    max_length=cfg.data.max_length, stride=cfg.data.stride, strict=cfg.strict)
+    return task.Settings(scheme=scheme, file_scheme=cfg.data.scheme, repair_tags=cfg.data.repair_tags,
+                         skip_bad_examples=cfg.data.skip_bad_examples, split=cfg.data.split,
+                         max_length=cfg.data.max_length, stride=cfg.data.stride, strict=cfg.strict)
 
 
 def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                            label2id={name: i for i, name in enumerate(labels)})
     config.bertkit_task_settings = tasks.settings_dict(inference_settings(cfg, scheme))  # predict / evaluate
-    check_positions(cfg.data.max_length, config)
-    model = load_pretrained(BertkitForTokenClassification, model_path, config=config, ignore_mismatched_sizes=True)
+    training.check_positions(cfg.data.max_length, config)
+    model = checkpoints.load_pretrained(BertkitForTokenClassification, model_path, config=config,
+                                        ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
-        model = add_lora(model, cfg.lora, task_type="TOKEN_CLS")
+        model = training.add_lora(model, cfg.lora, task_type="TOKEN_CLS")
     return model
 
 
 def encode_splits(cfg: Config, tokenizer, train, dev, labels: list[str]) -> tuple[dict, dict]:
     """Each split's sentences as overlapping windows with aligned labels, and those windows as datasets."""
     label2id = {name: i for i, name in enumerate(labels)}
-    windows = {name: encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
-                            cfg.data.label_all_tokens)
+    windows = {name: task.encode(tokenizer, split.sentences, cfg.data.max_length, cfg.data.stride, label2id,
+                                 cfg.data.label_all_tokens)
                for name, split in (("train", train), ("dev", dev)) if split is not None}
     return windows, {name: datasets.Dataset.from_list(split.features) for name, split in windows.items()}
 
@@ -129,9 +123,9 @@ def encode_splits(cfg: Config, tokenizer, train, dev, labels: list[str]) -> tupl
 def final_evaluation(trainer, dev_set, dev_windows, dev, id2label: dict[int, str], cfg: Config, scheme: str):
     """The final (best) model on dev: entity scores, and seqeval's per-type table as entity_report.txt."""
     logits = trainer.predict(dev_set, metric_key_prefix="eval").predictions
-    predicted, gold = predicted_tags(logits, dev_windows, id2label), [s.tags for s in dev.sentences]
-    return (score_tags(predicted, gold, cfg.strict, scheme),
-            {"entity_report.txt": entity_report(predicted, gold, cfg.strict, scheme)})
+    predicted, gold = task.predicted_tags(logits, dev_windows, id2label), [s.tags for s in dev.sentences]
+    return (task.score_tags(predicted, gold, cfg.strict, scheme),
+            {"entity_report.txt": task.entity_report(predicted, gold, cfg.strict, scheme)})
 
 
 def summary_rows(metrics: dict, run: dict) -> dict:
@@ -141,36 +135,36 @@ def summary_rows(metrics: dict, run: dict) -> dict:
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "ner")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
-    model_path = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(model_path)
+    run = training.start_run(cfg, "ner")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    tokenizer = checkpoints.load_tokenizer(model_path)
     train, dev, labels = load_data(cfg)
     id2label = dict(enumerate(labels))
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
-    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, labels, train.scheme))
+    model, model_init = training.model_or_builder(cfg, lambda: build_model(cfg, model_path, labels, train.scheme))
 
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION)
-    trainer = FineTuningTrainer(
+    args = training.training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                                       SELECTION)
+    trainer = training.FineTuningTrainer(
         model=model, model_init=model_init, args=args, train_dataset=sets["train"], eval_dataset=sets.get("dev"),
         processing_class=tokenizer, data_collator=transformers.DataCollatorForTokenClassification(tokenizer),
-        compute_metrics=(compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme)
+        compute_metrics=(task.compute_metrics_fn(windows["dev"], dev.sentences, id2label, cfg.strict, train.scheme)
                          if dev is not None else None),
-        callbacks=early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+        callbacks=training.early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+        if training.several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
             train_result = search_or_seeds(trainer, cfg)
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics, files = (final_evaluation(trainer, sets["dev"], windows["dev"], dev, id2label, cfg, train.scheme)
                       if dev is not None else ({}, {}))
-    merge_lora(trainer, cfg.lora)
-    selection = selection_metric(args, SELECTION)
+    training.merge_lora(trainer, cfg.lora)
+    selection = training.selection_metric(args, SELECTION)
     results = run.results(metrics, train_result, scheme=train.scheme, selection_metric=selection)
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
-    report(cfg, "ner", f"ner: {train.scheme} tags, dev entity scores", summary_rows(metrics, results),
-           run.output_dir)
+    training.report(cfg, "ner", f"ner: {train.scheme} tags, dev entity scores", summary_rows(metrics, results),
+                    run.output_dir)
     return results

@@ -16,25 +16,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 import datasets
 import transformers
+from pydantic import Field
 
-from bertkit import BertkitConfig, BertkitForQuestionAnswering
-from bertkit.checkpoints import load_pretrained, load_tokenizer, resolve_model
-from bertkit.checks import MaxLength, at_key, check_recipe
-from bertkit.errors import BertkitError
-from bertkit.options import FineTuning, LoraOptions, RunOptions, pretrained_model, training_defaults
-from bertkit.tasks import settings_dict
-from bertkit.tasks.qa import (Settings, check_window_settings, compute_metrics_fn, detect_language, encode, postprocess,
-                              prediction_record, read_examples, tune_and_score)
+from bertkit import BertkitConfig, BertkitForQuestionAnswering, checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say, warn
+from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds
-from bertkit.training import (FineTuningTrainer, add_lora, check_positions, early_stopping, merge_lora,
-                              model_or_builder, report, selection_metric, several_trainings, start_run,
-                              training_arguments)
+from bertkit.tasks import qa as task
+from bertkit.tasks import settings_dict
 
 
 @dataclass
@@ -43,7 +35,7 @@ class DataConfig:
     """Training file: SQuAD v1.1/v2.0 JSON, or JSONL {id, question, context, answers}."""
     eval: str | None = None
     """Dev file (same formats): scored each epoch, picks the best checkpoint, tunes the null-answer threshold."""
-    max_length: MaxLength = 384
+    max_length: checks.MaxLength = 384
     """Tokens per window: [CLS] question [SEP] context [SEP]."""
     doc_stride: int = 128
     """Context tokens shared by neighbouring windows of a long context."""
@@ -56,8 +48,8 @@ class DataConfig:
 
 @dataclass
 class Config:
-    model: str = pretrained_model()
-    run: RunOptions = field(default_factory=lambda: RunOptions(output_dir="runs/qa"), metadata=INLINE)
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/qa"), metadata=INLINE)
     data: DataConfig = field(default_factory=DataConfig)
     language: Literal["auto", "en", "zh"] = "auto"
     """Answer scoring: en = SQuAD word EM/F1, zh = character EM/F1; auto = zh when the contexts are mostly CJK."""
@@ -67,43 +59,43 @@ class Config:
     """Start and end positions considered per window."""
     max_answer_length: Annotated[int, Field(ge=1)] = 30
     """Longest answer in tokens."""
-    tune: FineTuning = field(default_factory=FineTuning, metadata=INLINE)
-    lora: LoraOptions = field(default_factory=LoraOptions)
-    train: dict = field(default_factory=lambda: training_defaults(epochs=2))
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    lora: options.LoraOptions = field(default_factory=options.LoraOptions)
+    train: dict = field(default_factory=lambda: options.training_defaults(epochs=2))
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        with at_key("data.doc_stride"):
-            check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
-        check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
+        with checks.at_key("data.doc_stride"):
+            task.check_window_settings(self.data.max_length, self.data.doc_stride, self.data.max_question_length)
+        checks.check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
 
 
 SELECTION_METRIC = "f1"
 
 
 def read_split(path: str, name: str, strict: bool):
-    examples, report = read_examples(path)
+    examples, training.report = task.read_examples(path)
     if strict:
-        report.refuse_repairs()
-    for line in report.lines():  # answer_start fixes and skips, each with the first place it happened
+        training.report.refuse_repairs()
+    for line in training.report.lines():  # answer_start fixes and skips, each with the first place it happened
         warn(f"{name}: {line}")
-    return examples, report
+    return examples, training.report
 
 
 def load_data(cfg: Config, tokenizer):
     """Examples and windows of both splits, the scoring language and whether "no answer" is predicted."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (SQuAD-style .json or .jsonl)")
-    check_window_settings(cfg.data.max_length, cfg.data.doc_stride, cfg.data.max_question_length)
+    task.check_window_settings(cfg.data.max_length, cfg.data.doc_stride, cfg.data.max_question_length)
     train_examples, train_report = read_split(cfg.data.train, "train", cfg.data.strict)
     dev_examples, dev_report = read_split(cfg.data.eval, "dev", cfg.data.strict) if cfg.data.eval else (None, None)
     reading = {"train": train_report.counts(), **({"dev": dev_report.counts()} if dev_report else {})}
-    language = cfg.language if cfg.language != "auto" else detect_language([e.context for e in train_examples])
+    language = cfg.language if cfg.language != "auto" else task.detect_language([e.context for e in train_examples])
     allow_no_answer = cfg.allow_no_answer if cfg.allow_no_answer is not None else train_report.unanswerable > 0
     window = dict(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
                   max_question_length=cfg.data.max_question_length)
-    train_windows = encode(tokenizer, train_examples, **window)
-    dev_windows = encode(tokenizer, dev_examples, **window) if dev_examples else None
+    train_windows = task.encode(tokenizer, train_examples, **window)
+    dev_windows = task.encode(tokenizer, dev_examples, **window) if dev_examples else None
     say(f"{len(train_examples)} train questions -> {len(train_windows)} windows "
         f"({train_report.unanswerable} unanswerable); "
         f"{len(dev_examples) if dev_examples else 0} dev questions -> "
@@ -121,20 +113,21 @@ def dropped_rows(reading: dict) -> dict:
             for split, counts in reading.items() if counts["skipped_questions"]}
 
 
-def task_settings(cfg: Config, language: str, null_threshold: float | None = None) -> Settings:
+def task_settings(cfg: Config, language: str, null_threshold: float | None = None) -> task.Settings:
     """What `bertkit predict` needs to cut windows and pick answers the way training did (saved in config.json)."""
-    return Settings(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
-                    max_question_length=cfg.data.max_question_length, n_best=cfg.n_best,
-                    max_answer_length=cfg.max_answer_length, language=language, null_threshold=null_threshold)
+    return task.Settings(max_length=cfg.data.max_length, doc_stride=cfg.data.doc_stride,
+                         max_question_length=cfg.data.max_question_length, n_best=cfg.n_best,
+                         max_answer_length=cfg.max_answer_length, language=language, null_threshold=null_threshold)
 
 
 def build_model(cfg: Config, model_path: str, language: str):
     config = BertkitConfig.from_pretrained(model_path, num_labels=2)
     config.bertkit_task_settings = settings_dict(task_settings(cfg, language))
-    check_positions(cfg.data.max_length, config)
-    model = load_pretrained(BertkitForQuestionAnswering, model_path, config=config, ignore_mismatched_sizes=True)
+    training.check_positions(cfg.data.max_length, config)
+    model = checkpoints.load_pretrained(BertkitForQuestionAnswering, model_path, config=config,
+                                        ignore_mismatched_sizes=True)
     if cfg.lora.enabled:
-        model = add_lora(model, cfg.lora, task_type="QUESTION_ANS")
+        model = training.add_lora(model, cfg.lora, task_type="QUESTION_ANS")
     return model
 
 
@@ -142,9 +135,10 @@ def final_evaluation(trainer, dev, dev_windows, dev_examples, cfg: Config, langu
     """The final (best) model on dev: answers per question, the null threshold tuned once more, and the answers
     as dev_predictions.jsonl."""
     output = trainer.predict(dev, metric_key_prefix="eval")
-    predictions = postprocess(*output.predictions[:2], dev_windows, dev_examples, cfg.n_best, cfg.max_answer_length)
-    metrics, threshold = tune_and_score(predictions, dev_examples, language, allow_no_answer)
-    records = "".join(json.dumps(prediction_record(e, p, threshold), ensure_ascii=False) + "\n"
+    predictions = task.postprocess(*output.predictions[:2], dev_windows, dev_examples, cfg.n_best,
+                                   cfg.max_answer_length)
+    metrics, threshold = task.tune_and_score(predictions, dev_examples, language, allow_no_answer)
+    records = "".join(json.dumps(task.prediction_record(e, p, threshold), ensure_ascii=False) + "\n"
                       for e, p in zip(dev_examples, predictions))
     return metrics, threshold, {"dev_predictions.jsonl": records}
 
@@ -159,34 +153,34 @@ def save_settings(trainer, cfg: Config, language: str, allow_no_answer: bool, th
 
 
 def main(cfg: Config) -> dict:
-    run = start_run(cfg, "qa")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
-    model_path = resolve_model(cfg.model)
-    tokenizer = load_tokenizer(model_path)
+    run = training.start_run(cfg, "qa")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    tokenizer = checkpoints.load_tokenizer(model_path)
     train_examples, train_windows, dev_examples, dev_windows, language, allow_no_answer, reading = load_data(
         cfg, tokenizer)
     train = datasets.Dataset.from_dict(train_windows.inputs)
     dev = datasets.Dataset.from_dict(dev_windows.inputs) if dev_windows else None
-    model, model_init = model_or_builder(cfg, lambda: build_model(cfg, model_path, language))
+    model, model_init = training.model_or_builder(cfg, lambda: build_model(cfg, model_path, language))
 
-    args = training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
-                              SELECTION_METRIC)
-    trainer = FineTuningTrainer(
+    args = training.training_arguments(cfg.train, cfg.run.output_dir, cfg.run.precision, cfg.run.seed, dev is not None,
+                                       SELECTION_METRIC)
+    trainer = training.FineTuningTrainer(
         model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
         processing_class=tokenizer, data_collator=transformers.DataCollatorWithPadding(tokenizer),
-        compute_metrics=(compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
-                                            cfg.max_answer_length) if dev is not None else None),
-        callbacks=early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+        compute_metrics=(task.compute_metrics_fn(dev_windows, dev_examples, language, allow_no_answer, cfg.n_best,
+                                                 cfg.max_answer_length) if dev is not None else None),
+        callbacks=training.early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        if several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+        if training.several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
             train_result = search_or_seeds(trainer, cfg)
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
     metrics, threshold, files = (final_evaluation(trainer, dev, dev_windows, dev_examples, cfg, language,
                                                   allow_no_answer) if dev is not None else ({}, None, {}))
-    merge_lora(trainer, cfg.lora)
+    training.merge_lora(trainer, cfg.lora)
     threshold = save_settings(trainer, cfg, language, allow_no_answer, threshold)
-    selection = selection_metric(args, SELECTION_METRIC)
+    selection = training.selection_metric(args, SELECTION_METRIC)
     results = run.results(metrics, train_result, null_threshold=threshold, language=language,
                           windows={"train": len(train_windows), "dev": len(dev_windows) if dev_windows else 0},
                           questions=reading, selection_metric=selection)
@@ -194,6 +188,6 @@ def main(cfg: Config) -> dict:
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
         run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
-    report(cfg, "qa", f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics",
-           {**metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, run.output_dir)
+    training.report(cfg, "qa", f"qa ({language}, {'v2 with no-answer' if allow_no_answer else 'v1'}): dev metrics",
+                    {**metrics, **dropped_rows(reading), "wall time (s)": results["wall_time_s"]}, run.output_dir)
     return results
