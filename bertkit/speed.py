@@ -10,15 +10,23 @@ from different random masks. Gains measured with `python benchmarks/bench_speed.
 uniform in 16..256, batch 16; each trick turned off alone against all on, interleaved, median of the repeats; the
 machine and date are in docs/benchmarks.md):
 
-| name        | trick                                                                          | where                  | training step | inference |
-|-------------|--------------------------------------------------------------------------------|------------------------|---------------|-----------|
-| unpadding   | linear layers, LayerNorms and feed-forward on the real tokens only            | modeling_bert, padding | TODO | TODO |
-| buckets     | attention in groups of rows of similar length (64-token steps), not one (B, T) | padding (Unpadding)    | TODO | TODO |
-| dropout     | CPU dropout masks from 16 random bits per element, not a Bernoulli draw each   | padding (fast_dropout) | TODO | TODO |
-| eager_dropout | eager attention for CPU training with attention dropout (sdpa has no fused CPU kernel with dropout) | modeling_bert | TODO | TODO |
-| fused_qkv   | one (3D, D) matmul for query, key and value instead of three                   | modeling_bert          | TODO | TODO |
-| malloc      | glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, the CLI's process only) | here      | 6-9 % on MiniLM training steps (when it was added) |
-| page_release | madvise(DONTNEED) on read pages of memory-mapped corpora: RSS flat in corpus size | tasks/mlm/corpus    | memory, not speed: docs/benchmarks.md (masked LM) |
+- `unpadding`: linear layers, LayerNorms and the feed-forward run on the real tokens only, packed once per forward
+  (modeling_bert.py; padding.py `Unpadding`). Gain: training step {unpadding_train}, inference {unpadding_infer}.
+- `buckets`: unpadded attention groups rows of similar length (64-token steps) and pads each group to its own
+  longest row, instead of one (B, T) layout (padding.py `Unpadding.with_length_buckets`). Gain: training step
+  {buckets_train}, inference {buckets_infer}.
+- `dropout`: CPU dropout masks from 16 random bits per element instead of torch's per-element Bernoulli draw
+  (padding.py `fast_dropout`). Gain: training step {dropout_train}.
+- `eager_dropout`: CPU training with attention dropout runs eager attention (CPU sdpa has no fused kernel with
+  dropout and falls back to the same arithmetic with torch's slower mask) (modeling_bert.py). Gain: training step
+  {eager_dropout_train}.
+- `fused_qkv`: one (3D, D) matmul for query, key and value instead of three (modeling_bert.py `project_qkv`). Gain:
+  training step {fused_qkv_train}, inference {fused_qkv_infer}.
+- `malloc`: glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, below; the CLI's process only).
+  Gain: 6-9 % on MiniLM training steps, measured when it was added (not timed by bench_speed.py: it is set once
+  per process).
+- `page_release`: madvise(MADV_DONTNEED) on the read pages of memory-mapped corpora, so RSS stays flat in corpus
+  size (tasks/mlm/corpus.py). Memory, not speed: the masked-LM tables of docs/benchmarks.md.
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
