@@ -109,7 +109,7 @@ def _tick(value: float) -> str:
 
 
 def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, y_label: str = "",
-               marks: list[tuple[float, str]] = (), width: int = 640, height: int = 240, log_y: bool = False) -> str:
+               marks: list[tuple[float, str]] = (), width: int = 520, height: int = 240, log_y: bool = False) -> str:
     """An SVG line chart: each series (name, [(x, y)]) in its own colour with its points, a legend, and vertical
     marks (x, label) such as the best checkpoint."""
     series = [(name, [(x, y) for x, y in pts if y is not None and math.isfinite(y) and (y > 0 or not log_y)])
@@ -127,11 +127,11 @@ def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, 
         y0, y1 = y0 - abs(y0) * 0.1 - 0.05, y1 + abs(y1) * 0.1 + 0.05
     pad = (y1 - y0) * 0.06
     y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 56, 12, 34 + 14 * ((len(series) - 1) // 3), 34
+    left, right, top, bottom = 60, 12, 36 + 16 * ((len(series) - 1) // 3), 36
     px = lambda x: left + (x - x0) / (x1 - x0) * (width - left - right)  # noqa: E731
     py = lambda y: top + (y1 - tf(y)) / (y1 - y0) * (height - top - bottom)  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{esc(title)}" font-size="11">', f'<title>{esc(title)}</title>',
+           f'aria-label="{esc(title)}" font-size="13">', f'<title>{esc(title)}</title>',
            f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
            'fill="none" stroke="#ccc"/>']
     for value in _ticks(y0, y1):
@@ -141,47 +141,48 @@ def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, 
                    f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{shown}</text>')
     for value in _ticks(x0, x1, 5):
         x = px(value)
-        out.append(f'<text x="{x:.1f}" y="{height - bottom + 14}" text-anchor="middle">{_tick(value)}</text>')
+        out.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
     out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">step</text>')
     if y_label:
         out.append(f'<text x="4" y="{top - 6}">{esc(y_label)}{" (log)" if log_y else ""}</text>')
     for x, label in marks:
+        side = "end" if px(x) > width - 80 else "start"
         out.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{height - bottom}" stroke="#2ca02c" '
-                   f'stroke-dasharray="4 3"/><text x="{px(x) + 3:.1f}" y="{top + 11}" fill="#2ca02c">{esc(label)}'
-                   '</text>')
+                   f'stroke-dasharray="4 3"/><text x="{px(x) + (-3 if side == "end" else 3):.1f}" y="{top + 13}" '
+                   f'fill="#2ca02c" text-anchor="{side}">{esc(label)}</text>')
     for i, (name, pts) in enumerate(series):
         color = COLORS[i % len(COLORS)]
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.8"/>')
         if len(pts) <= 60:
             out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.6" fill="{color}"/>' for x, y in pts]
-        lx, ly = left + (i % 3) * 200, 14 + 14 * (i // 3)
+        lx, ly = left + (i % 3) * 150, 14 + 16 * (i // 3)
         out.append(f'<rect x="{lx}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
                    f'<text x="{lx + 14}" y="{ly + 1}">{esc(name[:30])}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
 
-def bar_chart(rows: list[tuple[str, list[float]]], names: list[str], title: str, width: int = 640) -> str:
+def bar_chart(rows: list[tuple[str, list[float]]], names: list[str], title: str, width: int = 520) -> str:
     """Horizontal grouped bars of 0-1 scores: one group per row (a class), one bar per name (precision, ...)."""
     if not rows:
         return missing(f"{title}: no scores")
-    bar, gap, left = 11, 8, 150
-    height = 30 + len(rows) * (bar * len(names) + gap)
+    bar, gap, left = 15, 10, 120
+    height = 34 + len(rows) * (bar * len(names) + gap)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{esc(title)}" font-size="11">', f"<title>{esc(title)}</title>"]
+           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>"]
     for i, name in enumerate(names):
-        out.append(f'<rect x="{left + i * 110}" y="4" width="10" height="10" fill="{COLORS[i]}"/>'
-                   f'<text x="{left + i * 110 + 14}" y="13">{esc(name)}</text>')
+        out.append(f'<rect x="{left + i * 100}" y="5" width="11" height="11" fill="{COLORS[i]}"/>'
+                   f'<text x="{left + i * 100 + 15}" y="15">{esc(name)}</text>')
     span = width - left - 50
-    y = 24
+    y = 28
     for label, values in rows:
-        out.append(f'<text x="{left - 6}" y="{y + bar * len(names) / 2 + 4}" text-anchor="end">{esc(label[:24])}'
+        out.append(f'<text x="{left - 6}" y="{y + bar * len(names) / 2 + 4}" text-anchor="end">{esc(label[:16])}'
                    "</text>")
         for i, value in enumerate(values):
             v = 0.0 if value is None or not math.isfinite(value) else max(0.0, min(1.0, value))
             out.append(f'<rect x="{left}" y="{y}" width="{v * span:.1f}" height="{bar - 1}" fill="{COLORS[i]}"/>'
-                       f'<text x="{left + v * span + 3:.1f}" y="{y + bar - 2}">{fmt(value)}</text>')
+                       f'<text x="{left + v * span + 3:.1f}" y="{y + bar - 3}">{fmt(value)}</text>')
             y += bar
         y += gap
     out.append("</svg>")
@@ -196,8 +197,8 @@ def heat_map(labels: list[str], matrix: list[list[int]], title: str = "confusion
     size = (left + n * cell + 10, top + n * cell + 10)
     peak = max((max(row) for row in matrix if row), default=1) or 1
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size[0]} {size[1]}" role="img" '
-           f'aria-label="{esc(title)}" font-size="11">', f"<title>{esc(title)}</title>",
-           f'<text x="{left}" y="12">predicted →</text><text x="4" y="{top - 6}">gold ↓</text>']
+           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>",
+           f'<text x="{left}" y="14">predicted →</text><text x="4" y="{top - 6}">gold ↓</text>']
     for j, label in enumerate(labels):
         x = left + j * cell + cell / 2
         out.append(f'<text transform="translate({x:.1f},{top - 6}) rotate(-45)">{esc(label[:16])}</text>')
@@ -388,13 +389,18 @@ def curves_section(view: RunView) -> str:
                     and isinstance(e[k], (int, float)) and not k.endswith(("_runtime", "_per_second", "epoch"))},
                    key=lambda name: (name != view.metric, name))
     shown = [n for n in names if not n.startswith(("f1_", "precision_", "recall_", "number_"))] or names
-    for name in shown[:12]:
+    evaluations = [e for e in history if any(k.startswith("eval_") for k in e)]
+    if len(evaluations) < 2:  # one point per metric: a table says it better than a chart each
+        rows = [[f"dev {name}", *[e.get(f"eval_{name}", "-") for e in evaluations]] for name in shown]
+        parts.append(table(["", *[f"step {e.get('step', '?')}" for e in evaluations]], rows) if rows else
+                     missing("no dev evaluation yet"))
+    for name in shown[:8] if len(evaluations) >= 2 else []:
         parts.append(line_chart([(f"dev {name}", eval_points(history, f"eval_{name}"))], f"dev {name}",
                                 name + (" (selection metric)" if name == view.metric else ""), marks,
                                 height=200, log_y=name == "perplexity"))
-    if len(shown) > 12 or len(names) > len(shown):
-        parts.append(f'<p class="note">{len(names) - min(len(shown), 12)} more dev metrics (per class / per type) '
-                     f"are in {rundir.METRICS_FILE}</p>")
+    if len(evaluations) >= 2 and len(names) > min(len(shown), 8):
+        parts.append(f'<p class="note">{len(names) - min(len(shown), 8)} more dev metrics (per class / per type, '
+                     f"...) are in {rundir.METRICS_FILE}</p>")
     rates = [(e["step"], float(e["learning_rate"])) for e in history if isinstance(e.get("learning_rate"),
                                                                                  (int, float))]
     parts.append(line_chart([("learning rate", rates)], "learning rate", "learning rate", height=180)
