@@ -176,7 +176,11 @@ def test_report_is_rewritten_at_each_evaluation(classify_run):
     check_page(classify_run["out"] / report.REPORT_FILE, COMMON)
 
 
-def test_a_report_that_cannot_be_written_is_one_warning_not_a_failure(tmp_path, capsys):
+def test_a_report_that_cannot_be_written_is_one_warning_not_a_failure(tmp_path, monkeypatch):
+    import bertkit.console
+
+    said = []
+    monkeypatch.setattr(bertkit.console, "warn", said.append)
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
     callback = report.ReportCallback(blocked / "run")  # a run directory that cannot exist
@@ -189,7 +193,13 @@ def test_a_report_that_cannot_be_written_is_one_warning_not_a_failure(tmp_path, 
 
     callback.on_evaluate(Args(), State(), None)
     callback.on_evaluate(Args(), State(), None)  # said once
-    assert callback.warned
+    assert len(said) == 1 and said[0].startswith("report.html not written (") and "training goes on" in said[0]
+
+
+def test_highlighted_spans_escape_the_text_around_and_inside_them():
+    marked = report.highlight("<b>张三</b> & co", [(3, 5, "gold", "PER<x>"), (0, 2, "pred", "X")])
+    assert marked == ('<mark class="pred">&lt;b<span class="tag">X</span></mark>&gt;<mark class="gold">张三<span '
+                      'class="tag">PER&lt;x&gt;</span></mark>&lt;/b&gt; &amp; co')
 
 
 def test_cli_rebuilds_a_report_and_compares_runs(classify_run, tiny_model_dir, tmp_path, monkeypatch):
