@@ -894,6 +894,18 @@ def write_report(run_dir: str | Path) -> Path:
     return path
 
 
+def write_report_quietly(run_dir: str | Path) -> Path | None:
+    """write_report for the end of a run: a report that cannot be written is one warning line, never a failed run.
+    Call it after the completion record (the dev predictions load the finished model)."""
+    try:
+        return write_report(run_dir)
+    except Exception as error:  # noqa: BLE001 - the model is saved; the report is a view of it
+        from .console import warn
+
+        warn(f"report.html not written ({_one_line(error)}); rebuild it with `bertkit report {run_dir}`")
+        return None
+
+
 def write_live_report(output_dir: str | Path, log_history: list[dict], live: dict) -> Path:
     """report.html of a run still training, from the Trainer's log history (no model is run)."""
     path = Path(output_dir) / REPORT_FILE
@@ -1011,6 +1023,6 @@ def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE) -> 
     return Path(output)
 
 
-__all__ = ["write_report", "write_live_report", "ReportCallback", "write_comparison", "compare", "render",
+__all__ = ["write_report", "write_report_quietly", "write_live_report", "ReportCallback", "write_comparison", "compare", "render",
            "read_view", "RunView", "check_reportable", "line_chart", "bar_chart", "heat_map", "scatter", "REPORT_FILE",
            "COMPARE_FILE", "dev_examples"]

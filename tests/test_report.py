@@ -196,6 +196,16 @@ def test_a_report_that_cannot_be_written_is_one_warning_not_a_failure(tmp_path, 
     assert len(said) == 1 and said[0].startswith("report.html not written (") and "training goes on" in said[0]
 
 
+def test_the_end_of_run_write_never_fails_the_run(tmp_path, monkeypatch):
+    import bertkit.console
+
+    said = []
+    monkeypatch.setattr(bertkit.console, "warn", said.append)
+    (tmp_path / "file").write_text("x")
+    assert report.write_report_quietly(tmp_path / "file" / "run") is None
+    assert len(said) == 1 and "bertkit report" in said[0]
+
+
 def test_highlighted_spans_escape_the_text_around_and_inside_them():
     marked = report.highlight("<b>张三</b> & co", [(3, 5, "gold", "PER<x>"), (0, 2, "pred", "X")])
     assert marked == ('<mark class="pred">&lt;b<span class="tag">X</span></mark>&gt;<mark class="gold">张三<span '
