@@ -2,7 +2,7 @@
 
     bertkit run classify data.train=train.csv data.eval=dev.csv     fine-tune (recipe defaults + overrides)
     bertkit run classify -c classify/en_sentiment train.num_train_epochs=5         a shipped config, by name
-    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs | diagnose | serve
+    bertkit ls | cp | validate | predict | evaluate | export | inspect | push | runs | diagnose | report | serve
 """
 
 from __future__ import annotations
@@ -345,6 +345,25 @@ def diagnose_command(
     with console_session():
         lines = report_lines(diagnose(run_dir, predict=not no_predict))
     typer.echo("\n".join(lines))
+
+
+@app.command("report")
+@user_errors
+def report_command(
+    run_dirs: list[str] = typer.Argument(..., help="One finished run directory, or several to compare."),
+    output: str = typer.Option("report-compare.html", "--output", "-o", help="The comparison page (two or more "
+                               "runs); never a file of a run directory."),
+):
+    """Rebuild RUN_DIR/report.html, one self-contained page: the answer, curves, the task's dev view, the diagnosis,
+    the settings. With several run directories: one page comparing them (curves overlaid, metrics, differing
+    predictions)."""
+    from .report import check_reportable, write_comparison, write_report
+
+    paths = [check_reportable(run_dir) for run_dir in run_dirs]
+    if len(paths) == 1:
+        typer.echo(f"wrote {write_report(paths[0])}")
+        return
+    typer.echo(f"wrote {write_comparison(run_dirs, output)}")
 
 
 @app.command("serve")

@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 from .errors import BertkitError
-from .rundir import (LOG_HISTORY_FILE, METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE, checkpoints_newest_first,
-                     read_run_config)
+from .rundir import (FINGERPRINT_FILE, LOG_HISTORY_FILE, METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE,
+                     checkpoints_newest_first, read_run_config)
 
 NOT_FALLING = 0.05  # the last quarter's mean train loss must be at least 5 % under the first quarter's
 FALLING = 0.2  # "training loss falls": at least 20 % under
@@ -274,6 +274,8 @@ def read_run(run_dir: str) -> tuple[dict, dict, str]:
         raise BertkitError(f"{run_dir} holds no finished bertkit run (no {METRICS_FILE} or {RUN_CONFIG_FILE}) — give "
                            "the output_dir of a finished `bertkit run`")
     record = read_json(path / RECORD_FILE) if (path / RECORD_FILE).is_file() else {}
+    if not record.get("recipe") and (path / FINGERPRINT_FILE).is_file():  # the end of a run, before its record
+        record = {"recipe": read_json(path / FINGERPRINT_FILE).get("recipe")}
     metrics = read_json(path / METRICS_FILE)
     try:
         config = read_run_config(run_dir)
@@ -281,7 +283,7 @@ def read_run(run_dir: str) -> tuple[dict, dict, str]:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise BertkitError(f"{path / RUN_CONFIG_FILE} is not valid YAML ({first}) — restore the file, or rerun the "
                            "run") from None
-    return metrics, config if isinstance(config, dict) else {}, record.get("recipe", "classify")
+    return metrics, config if isinstance(config, dict) else {}, record.get("recipe") or "classify"
 
 
 def curve_symptoms(history: list[dict], metric: str, train: dict) -> list[Symptom]:

@@ -49,6 +49,7 @@ ALLOW_PATTERNS = [
     "bertkit_config.yaml",
     "metrics.json",
     "*.png",
+    "report.html",  # the run as one self-contained page (bertkit/report.py)
     "README.md",
     "adapter_config.json",
     "adapter_model.safetensors",

@@ -404,6 +404,9 @@ def _body(card: dict) -> str:
                          "every class.")
         if card["curve"]:
             parts.append("![Training curve](training_curve.png)")
+    if card.get("report"):
+        parts.append("The whole run on one page — curves, the dev predictions, the diagnosis, the settings: "
+                     "[report.html](report.html) (self-contained; download it and open it in a browser).")
     parts += card["selection"]
     if card["labels"]:
         shown = card["labels"][:CARD_CLASSES]
@@ -574,6 +577,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),
         "curve": (model_dir / "training_curve.png").is_file(),
+        "report": (model_dir / "report.html").is_file(),
         "labels": labels,
         "bertkit_only": bertkit_only_reason(model_config),
         "document_model": any("ForDocumentClassification" in str(arch)

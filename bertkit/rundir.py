@@ -76,8 +76,10 @@ RECORD_FORMAT = 1
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
 LOG_HISTORY_FILE = "log_history.json"  # every logged train loss and dev evaluation, by step (bertkit diagnose)
+REPORT_FILE = "report.html"  # the run as one page (bertkit/report.py); `bertkit report RUN_DIR` rebuilds it
 
-EDITABLE = {"README.md"}  # recorded, but a user may improve the model card before pushing
+# Recorded, but a user may improve the model card before pushing, and `bertkit report` rebuilds the report.
+EDITABLE = {"README.md", REPORT_FILE}
 # The log is not part of what the run made: lines go on after the record (the summary, a push), and resume=true
 # appends to it. It never changes how the directory loads, so leaving it out checks nothing less.
 NOT_RECORDED = {RECORD_FILE, LOCK_FILE, LOG_FILE}
@@ -94,7 +96,7 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
                "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
                "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", CURVE_FILE, "README.md",
                RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
-               "trainer_state.json", LOG_HISTORY_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
+               "trainer_state.json", LOG_HISTORY_FILE, REPORT_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
 
 # Names of run outputs that a person may well have written themselves (notes, a picture): overwrite=true removes one
 # only when the completion record lists it, or (no record: an unfinished run) when it is newer than the run's
@@ -564,7 +566,7 @@ def old_run_files(run_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _recorded_run_wrote(path: Path, listed: set[str]) -> bool:
-    return (path.name in listed or path.name in (LOG_FILE, FINGERPRINT_FILE) or path.name.endswith(".tmp")
+    return (path.name in listed or path.name in (LOG_FILE, FINGERPRINT_FILE, REPORT_FILE) or path.name.endswith(".tmp")
             or any(fnmatch.fnmatch(path.name, pattern) for pattern in LOADING_PATTERNS))
 
 
@@ -977,6 +979,7 @@ def atomic_folder(path: str | Path, what: str = "the output") -> Iterator[Path]:
 __all__ = [
     # layout
     "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "LOG_HISTORY_FILE", "METRICS_FILE",
+    "REPORT_FILE",
     "CURVE_FILE", "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
     "USER_NAMED", "RUN_FOLDERS", "file_digest", "write_json_atomic", "write_json", "read_run_config",
     "save_run_config",
