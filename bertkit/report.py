@@ -29,7 +29,6 @@ import logging
 import math
 import platform
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -860,7 +859,8 @@ def page(title: str, body: str, live: bool = False) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n"
-            + (f'<p class="note">live: rewritten at each evaluation — refresh to see the run so far</p>' if live else "")
+            + ('<p class="note">live: rewritten at each evaluation — refresh to see the run so far</p>'
+               if live else "")
             + body + "\n</body></html>\n")
 
 
@@ -1023,6 +1023,6 @@ def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE) -> 
     return Path(output)
 
 
-__all__ = ["write_report", "write_report_quietly", "write_live_report", "ReportCallback", "write_comparison", "compare", "render",
-           "read_view", "RunView", "check_reportable", "line_chart", "bar_chart", "heat_map", "scatter", "REPORT_FILE",
-           "COMPARE_FILE", "dev_examples"]
+__all__ = ["write_report", "write_report_quietly", "write_live_report", "ReportCallback", "write_comparison",
+           "compare", "render", "read_view", "RunView", "check_reportable", "line_chart", "bar_chart", "heat_map",
+           "scatter", "REPORT_FILE", "COMPARE_FILE", "dev_examples"]

@@ -34,6 +34,7 @@ from .hub import push_finished_run
 from .llrd import check_optimizer, optimizer_with_llrd
 from .model_card import render_model_card
 from .precision import resolve_precision
+from .report import REPORT_FILE, ReportCallback, write_report_quietly
 from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
 from .search import choice_rows, load_optuna, search_or_seeds
 
@@ -356,6 +357,8 @@ class Run:
         if is_main_process():
             rundir.begin(self.cfg.run.output_dir, say)
             run_log.open(self.cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
+            say(f"live report: {self.output_dir / REPORT_FILE} (rewritten at each evaluation)")
+        trainer.add_callback(ReportCallback(self.output_dir))
         use_display(trainer)
         with rundir.disk_full_guard(self.cfg.run.output_dir, "a checkpoint"):
             yield checkpoint
@@ -379,6 +382,10 @@ class Run:
             if main:
                 rundir.write_record(self.output_dir, self.recipe)
         if main:
+            # after the record (the dev examples come from the finished model, which only a finished run lends);
+            # the card again, to link the report
+            if write_report_quietly(self.output_dir):
+                _write_model_card(self.output_dir)
             rundir.release(self.output_dir)
 
     def save_files(self, trainer: transformers.Trainer, results: dict, metric: str | None,

@@ -74,12 +74,12 @@ SELECTION_METRIC = "f1"
 
 
 def read_split(path: str, name: str, strict: bool):
-    examples, training.report = task.read_examples(path)
+    examples, reading = task.read_examples(path)
     if strict:
-        training.report.refuse_repairs()
-    for line in training.report.lines():  # answer_start fixes and skips, each with the first place it happened
+        reading.refuse_repairs()
+    for line in reading.lines():  # answer_start fixes and skips, each with the first place it happened
         warn(f"{name}: {line}")
-    return examples, training.report
+    return examples, reading
 
 
 def load_data(cfg: Config, tokenizer):

@@ -30,18 +30,19 @@ SECTIONS = {"classify": ["Per-class precision, recall and F1", "Confusion matrix
             "ner": ["F1 per entity type", "Dev sentences"], "qa": ["Dev questions", "EM and F1 by answer length"]}
 
 
-def run_recipe(recipe: str, overrides: list[str], wire=None):
+def run_recipe(recipe: str, overrides: list[str], reader=None):
     module = load_recipe(recipe)
-    if wire is not None:  # add callbacks to the recipe's Trainer, as training.py will
-        build = module.fine_tuning_trainer
+    if reader is None:
+        return module.main(load_config(module.Config, None, overrides))
+    write = report.ReportCallback.on_evaluate
 
-        def wired(*args, **kwargs):
-            trainer, selection = build(*args, **kwargs)
-            wire(trainer)
-            return trainer, selection
+    def write_then_read(callback, args, state, control, **kwargs):  # the run's own ReportCallback, then a look
+        write(callback, args, state, control, **kwargs)
+        reader.on_evaluate(args, state, control)
 
-        module.fine_tuning_trainer = wired
-    return module.main(load_config(module.Config, None, overrides))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report.ReportCallback, "on_evaluate", write_then_read)
+        return module.main(load_config(module.Config, None, overrides))
 
 
 def common(model, train, dev, out, *extra):
@@ -81,14 +82,9 @@ def classify_run(tiny_model_dir, tmp_path_factory):
     dev = head_csv(DATA / "en_sentiment" / "dev.csv", root / "dev.csv", 8, bad)  # every wrong one shown
     out = root / "run"
     reader = ReadReportMidRun(out / report.REPORT_FILE)
-
-    def wire(trainer):
-        trainer.add_callback(report.ReportCallback(out))
-        trainer.add_callback(reader)
-
     run_recipe("classify", common(tiny_model_dir, train, dev, out, "data.max_length=32", "train.num_train_epochs=2",
-                                  "train.learning_rate=1.0e-3"), wire)
-    final = report.write_report(out)  # what the end of a run will call
+                                  "train.learning_rate=1.0e-3"), reader)
+    final = out / report.REPORT_FILE  # written by the run itself, when it ends
     return {"out": out, "train": train, "dev": dev, "seen": reader.seen, "report": final}
 
 
