@@ -357,13 +357,13 @@ def report_command(
     """Rebuild RUN_DIR/report.html, one self-contained page: the answer, curves, the task's dev view, the diagnosis,
     the settings. With several run directories: one page comparing them (curves overlaid, metrics, differing
     predictions)."""
+    from .console import console_session
     from .report import check_reportable, write_comparison, write_report
 
     paths = [check_reportable(run_dir) for run_dir in run_dirs]
-    if len(paths) == 1:
-        typer.echo(f"wrote {write_report(paths[0])}")
-        return
-    typer.echo(f"wrote {write_comparison(run_dirs, output)}")
+    with console_session("quiet"):  # loading the model for the dev view: no bars, transformers' log not shown
+        written = write_report(paths[0]) if len(paths) == 1 else write_comparison(run_dirs, output)
+    typer.echo(f"wrote {written}")
 
 
 @app.command("serve")

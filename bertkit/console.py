@@ -148,6 +148,18 @@ class _ConsoleWarningHandler(logging.Handler):
 
 
 @contextlib.contextmanager
+def quiet_mode() -> Iterator[None]:
+    """bertkit's lines and bars off for a while, inside whatever session is open: the report's look at the dev
+    predictions at the end of a run must not end the run's train.log, as a console_session of its own would."""
+    saved = _mode["name"]
+    _mode["name"] = "quiet"
+    try:
+        yield
+    finally:
+        _mode["name"] = saved
+
+
+@contextlib.contextmanager
 def console_session(chosen: str = "normal") -> Iterator[None]:
     """The console of one `bertkit run` (the CLI opens it): bertkit's display instead of the bars of transformers
     and datasets, transformers' log into train.log, its warnings as one line each. Restored on the way out, so
@@ -541,7 +553,7 @@ class ExamplesProgress:
 
 
 __all__ = ["result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
-    "console_session", "run_log", "RunLog", "LOG_FILE", "log_failure", "quiet_load_report",
+    "console_session", "quiet_mode", "run_log", "RunLog", "LOG_FILE", "log_failure", "quiet_load_report",
     "describe_loading",
     "module_names", "capped", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
     "next_commands", "TrainingDisplay", "use_display", "ExamplesProgress", "LOSS_SMOOTHING", "PLAIN_LINES"]

@@ -610,12 +610,12 @@ def dev_examples(view: RunView) -> dict:
         return {"why": f"its dev file {dev} is not there any more"}
     if not (view.path / "config.json").is_file():
         return {"why": "no model in the run directory"}
-    from .console import console_session
+    from .console import quiet_mode
 
     reader = {"classify": classify_examples, "ner": ner_examples, "choice": choice_examples, "mlm": mlm_examples}
     if view.recipe not in reader:
         return {"why": f"no dev view for a '{view.recipe}' run"}
-    with console_session("quiet"):
+    with quiet_mode():
         return reader[view.recipe](str(view.path), dev)
 
 
