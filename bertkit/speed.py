@@ -6,22 +6,24 @@ them off.
 
 Plain is for debugging and parity checks: a result that changes with BERTKIT_PLAIN=1 points at a trick. Eval-mode
 outputs of the real tokens are the same either way (tests/test_speed.py); training sees dropout at the same rates
-from different random masks. Gains measured with `python benchmarks/bench_speed.py` (MiniLM, 2 CPU threads, lengths
-uniform in 16..256, batch 16; each trick turned off alone against all on, interleaved, median of the repeats; the
-machine and date are in docs/benchmarks.md):
+from different random masks. Gains measured with `python benchmarks/bench_speed.py` (MiniLM, 2 threads of an AMD EPYC,
+lengths uniform in 16..256, batch 16; each trick turned off alone against all on, interleaved, median of 3 repeats;
+the spread of one variant reached 27 %, so about 1.1x either way is noise; docs/benchmarks.md#speed). All off,
+training steps were 2.15x slower and inference 1.74x:
 
 - `unpadding`: linear layers, LayerNorms and the feed-forward run on the real tokens only, packed once per forward
-  (modeling_bert.py; padding.py `Unpadding`). Gain: training step {unpadding_train}, inference {unpadding_infer}.
+  (modeling_bert.py; padding.py `Unpadding`). Gain: training step 1.80x, inference 1.67x.
 - `buckets`: unpadded attention groups rows of similar length (64-token steps) and pads each group to its own
   longest row, instead of one (B, T) layout (padding.py `Unpadding.with_length_buckets`). Gain: training step
-  {buckets_train}, inference {buckets_infer}.
+  1.42x, inference 1.17x.
 - `dropout`: CPU dropout masks from 16 random bits per element instead of torch's per-element Bernoulli draw
-  (padding.py `fast_dropout`). Gain: training step {dropout_train}.
+  (padding.py `fast_dropout`). Gain: training step 1.07x (within the spread).
 - `eager_dropout`: CPU training with attention dropout runs eager attention (CPU sdpa has no fused kernel with
   dropout and falls back to the same arithmetic with torch's slower mask) (modeling_bert.py). Gain: training step
-  {eager_dropout_train}.
+  1.10x (within the spread).
 - `fused_qkv`: one (3D, D) matmul for query, key and value instead of three (modeling_bert.py `project_qkv`). Gain:
-  training step {fused_qkv_train}, inference {fused_qkv_infer}.
+  training step 0.91x, inference 1.06x: within the spread, so not shown to pay in fp32 here; kept for bf16
+  autocast, where the input is cast once instead of three times (not measured on this AVX2-only machine).
 - `malloc`: glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, below; the CLI's process only).
   Gain: 6-9 % on MiniLM training steps, measured when it was added (not timed by bench_speed.py: it is set once
   per process).
