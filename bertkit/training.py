@@ -36,7 +36,7 @@ from .model_card import render_model_card
 from .precision import resolve_precision
 from .report import REPORT_FILE, ReportCallback, write_report_quietly
 from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
-from .search import choice_rows, load_optuna, search_or_seeds
+from .search import choice_rows, load_optuna
 
 logger = logging.getLogger("bertkit")
 
@@ -439,9 +439,10 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
     return str(resume)
 
 
-def repeated_training(trainer: transformers.Trainer, cfg):
-    """The search or seed band cfg asks for, as a function to call (bertkit/search.py search_or_seeds); None for one
-    training. Refused (Run.training: before the old run is cleared) for a trainer that cannot rebuild its model."""
+def repeated_training(trainer: transformers.Trainer, cfg) -> str | None:
+    """The key of the search or seed band cfg asks for (`search.trials` / `seeds`; the recipe runs it through
+    bertkit/search.py search_or_seeds), None for one training. Refused (Run.training: before the old run is cleared)
+    for a trainer that cannot rebuild its model, and a search without optuna."""
     tune = getattr(cfg, "tune", None)
     key = ("search.trials" if tune is not None and tune.search.trials else
            "seeds" if tune is not None and tune.seeds else None)
@@ -452,7 +453,7 @@ def repeated_training(trainer: transformers.Trainer, cfg):
                            f"run) — remove {key}; ner, qa, choice, classify and distill support it")
     if key == "search.trials":
         load_optuna()  # a missing optuna is said now, before the old run is cleared
-    return lambda: search_or_seeds(trainer, cfg)
+    return key
 
 
 def _write_model_card(output_dir: Path) -> None:
