@@ -14,6 +14,8 @@ import transformers
 
 from .console import describe_loading, mode, quiet_load_report
 from .errors import BertkitError
+from .families import family_of, implementation_for, layer_of, num_layers
+from .families import model_class as model_class_for
 from .onnx_model import is_onnx_export, load_onnx_model
 from .rundir import check_finished, check_weights, model_task, read_config_json
 
@@ -84,29 +86,6 @@ def _hub_config(name: str) -> dict:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise BertkitError(f"model {name} could not be loaded from the Hub ({first}) — {_how_to_fetch(name)}") from None
     return read_config_json(Path(path))
-
-
-# -------------------------------------------------------------------------------- which class loads a checkpoint
-
-# config.json model_type values that bertkit's own classes load as themselves: stock BERT and bertkit's own saves.
-# BERT-architecture checkpoints published under other names are model_type "bert" too (chinese-roberta-wwm-ext,
-# MacBERT, MiniLM, bge, ...). Other families get their own implementation here (a later issue: transformers'
-# AutoModelFor<Task>); until then they are refused.
-BERTKIT_MODEL_TYPES = ("bert", "bertkit")
-BERT_EXAMPLES = "bert-base-*, chinese-roberta-wwm-ext, MacBERT, MiniLM, bge..."
-
-
-def implementation_for(config, source: str = "the model") -> str:
-    """The implementation that loads a checkpoint of this config (a config.json dict or a PretrainedConfig):
-    "bertkit" (bertkit's own classes) for BERT; any other model_type is refused in one line naming it, before
-    anything is built."""
-    model_type = config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
-    if model_type in BERTKIT_MODEL_TYPES:
-        return "bertkit"
-    said = f"has model_type '{model_type}' in its config.json" if model_type else "has no model_type in its config.json"
-    raise BertkitError(f"{source} {said}, which bertkit cannot load as BERT: bertkit fine-tunes BERT checkpoints "
-                       f"({BERT_EXAMPLES}; config.json model_type 'bert') — give one of those; other encoder "
-                       "families are not supported yet")
 
 
 # ------------------------------------------------------------------------------------- checking a model directory
@@ -219,24 +198,32 @@ def weight_names(model_dir: Path) -> set[str] | None:
     return names
 
 
-_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
-
-
 def check_encoder_layers(model_dir: Path, config: dict) -> None:
     """Before loading: the weights hold the word embeddings and every encoder layer config.json's num_hidden_layers
     promises (a layer that is not there would start random, and a run fine-tune a partly random encoder)."""
     names = weight_names(model_dir)
-    layers = config.get("num_hidden_layers")
+    layers = num_layers(config)
     if names is None or not isinstance(layers, int):
         return
-    present = {int(match.group(1)) for match in map(_LAYER.search, names) if match}
-    missing = [f"bert.encoder.layer.{i}.*" for i in range(layers) if i not in present]
-    if not any(name.endswith("embeddings.word_embeddings.weight") for name in names):
-        missing.insert(0, "bert.embeddings.word_embeddings.*")
+    present = {index for index in map(layer_of, names) if index is not None}
+    bert = family_of(config).implementation == "bertkit"  # named as bertkit's model names them
+    prefix = "bert.encoder.layer" if bert else _layer_prefix(names)
+    missing = [f"{prefix}.{i}.*" for i in range(layers) if i not in present]
+    if not any(re.search(r"embeddings\.(word|tok)_embeddings\.weight$", name) for name in names):
+        missing.insert(0, "bert.embeddings.word_embeddings.*" if bert else "the word embeddings")
     if missing:
         held = f"; its weights hold {len(present)}" if present else ""
         raise BertkitError(missing_encoder_message(str(model_dir), missing, f"its config.json says {layers} layers"
                                                                              f"{held}"))
+
+
+def _layer_prefix(names: set[str]) -> str:
+    """How this checkpoint names its layers (bert.encoder.layer, model.layers, ...), for a message."""
+    for name in sorted(names):
+        match = re.search(r"^(.*?\.?(?:layer|layers|albert_layer_groups))\.\d+\.", name)
+        if match:
+            return match.group(1)
+    return "bert.encoder.layer"
 
 
 def missing_encoder_message(where: str, modules: list[str], why: str, kind: str = "encoder ") -> str:
@@ -245,31 +232,36 @@ def missing_encoder_message(where: str, modules: list[str], why: str, kind: str 
             "checkpoint, or fix its config.json (e.g. num_hidden_layers) to match the weights it holds")
 
 
-# Modules a fine-tune may start fresh: its task heads, and a pooler (or MLM / NSP head) the checkpoint lacks.
-_ENCODER_KEY = re.compile(r"^(?:bert\.)?(?:embeddings|encoder)\.")
+def _is_encoder_key(key: str, base_prefix: str) -> bool:
+    """An embedding or encoder weight (under the base model, e.g. bert. / roberta. / model.), not the pooler or
+    a head a fine-tune may start fresh."""
+    inner = key.removeprefix(f"{base_prefix}.")
+    if inner == key and not re.match(r"^(?:embeddings|encoder|layers|transformer)\.", key):
+        return False  # a head outside the base model
+    return not inner.startswith("pooler.")
 
 
-def check_encoder_loaded(info: dict, where: str, config=None, fine_tuned: bool = False) -> None:
+def check_encoder_loaded(info: dict, where: str, model, fine_tuned: bool = False) -> None:
     """After from_pretrained(..., output_loading_info=True): every embedding and encoder weight came from the
     checkpoint (missing, or re-initialised because its shape differs, stops the run); new heads and a pooler the
     checkpoint had none of are left to the load report. A `fine_tuned` model (predict, evaluate, a distillation
     teacher) must have every weight, its head included."""
     mismatched = {key for key, *_ in info.get("mismatched_keys", ())}
     keys = sorted(key for key in set(info.get("missing_keys", ())) | mismatched
-                  if fine_tuned or _ENCODER_KEY.match(key))
+                  if fine_tuned or _is_encoder_key(key, model.base_model_prefix))
     if not keys:
         return
     modules = list(dict.fromkeys(_module_glob(key) for key in keys))
-    layers = getattr(config, "num_hidden_layers", None)
+    layers = getattr(model.config, "num_hidden_layers", None)
     why = "not in the checkpoint" if not mismatched.intersection(keys) else "missing, or of another shape there"
-    if any(".encoder.layer." in f".{key}" for key in keys) and layers is not None:
+    if any(layer_of(key) is not None for key in keys) and layers is not None:
         why += f"; its config.json says {layers} layers"
     raise BertkitError(missing_encoder_message(where, modules, why, "" if fine_tuned else "encoder "))
 
 
 def _module_glob(key: str) -> str:
     """bert.encoder.layer.2.attention.self.query.weight -> bert.encoder.layer.2.*; other keys: their module.*"""
-    match = re.match(r"^((?:bert\.)?encoder\.layer\.\d+)\.", key)
+    match = re.match(r"^(.*?(?:layer|layers|albert_layer_groups)\.\d+)\.", key)
     return f"{match.group(1)}.*" if match else f"{key.rsplit('.', 1)[0]}.*"
 
 
@@ -280,6 +272,34 @@ def _read_adapter_config(path: Path) -> dict:
         config = None
     if not isinstance(config, dict):
         raise BertkitError(f"{path} is not valid JSON — restore it, or save the adapter again")
+    return config
+
+
+# Config keys only bertkit's own BERT understands -> the value every other family's head already has.
+BERTKIT_ONLY_KEYS = {"classifier_pooling": ("cls", "pooling=cls (transformers' head for that family)")}
+
+
+def task_config(model_path: str, **kwargs) -> transformers.PretrainedConfig:
+    """The config to fine-tune `model_path` with, `kwargs` (labels, settings) applied: a BertkitConfig for BERT,
+    the family's own config (AutoConfig) for any other encoder. A bertkit-only setting another family cannot honour
+    is refused in one line rather than dropped."""
+    from .configuration_bert import BertkitConfig
+
+    config = load_model_config(model_path)
+    family = family_of(config, model_path)
+    if family.implementation == "bertkit":
+        return BertkitConfig.from_pretrained(model_path, **kwargs)
+    for key, (default, instead) in BERTKIT_ONLY_KEYS.items():
+        if hasattr(config, key):  # the family's own setting of that name (ModernBERT's classifier_pooling cls / mean)
+            continue
+        value = kwargs.pop(key, default)
+        if value != default:
+            raise BertkitError(f"{key.replace('classifier_', '')}={value} runs on bertkit's own BERT only, and "
+                               f"{model_path} is a {family.name} checkpoint — use {instead}")
+    extra = {key: kwargs.pop(key) for key in list(kwargs) if not hasattr(config, key)}
+    config = transformers.AutoConfig.from_pretrained(model_path, **kwargs)
+    for key, value in extra.items():  # bertkit's own entries (threshold, task settings): saved in config.json
+        setattr(config, key, value)
     return config
 
 
@@ -298,11 +318,14 @@ def _fix_for(model_path: str, what: str) -> str:
     return " — save the tokenizer next to the model" if what == "the tokenizer" else ""
 
 
-def load_tokenizer(model_path: str):
+def load_tokenizer(model_path: str, words: bool = False):
     """The tokenizer saved with a model, checked to fit it: enough tokens to be real, and no more than the model's
-    embeddings hold (a larger one fails with an IndexError at the first step that meets a token id past them)."""
+    embeddings hold (a larger one fails with an IndexError at the first step that meets a token id past them).
+    `words`: for pre-split words (NER), where a byte-level BPE tokenizer needs add_prefix_space (`for_words`)."""
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
+        if words and _byte_level(tokenizer) is False:
+            tokenizer = for_words(model_path)
     except (OSError, ValueError) as error:
         raise BertkitError(f"could not load a tokenizer from {model_path}{_offline_hint()}: "
                            f"{str(error).splitlines()[0]}{_fix_for(model_path, 'the tokenizer')}") from None
@@ -311,6 +334,32 @@ def load_tokenizer(model_path: str):
                            "missing: every character would be [UNK]) — save the tokenizer beside the model "
                            "(tokenizer.save_pretrained(dir))")
     check_vocabulary_fits(tokenizer, model_path)
+    return tokenizer
+
+
+def _byte_level(tokenizer) -> bool | None:
+    """A byte-level BPE tokenizer's add_prefix_space (False or True); None for WordPiece, SentencePiece and slow
+    tokenizers, which mark word starts without it."""
+    from tokenizers import pre_tokenizers
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pre_tokenizer = backend.pre_tokenizer if backend is not None else None
+    return pre_tokenizer.add_prefix_space if isinstance(pre_tokenizer, pre_tokenizers.ByteLevel) else None
+
+
+def for_words(model_path: str):
+    """A byte-level BPE tokenizer (RoBERTa, ModernBERT) for pre-split words: it marks a word start by the space
+    before it, so without add_prefix_space every word after the first is encoded as if glued to the one before
+    (ModernBERT's CoNLL F1 95.2 -> 96.2 with it, AnswerDotAI/ModernBERT#149). transformers 5 takes the flag only
+    when the tokenizer is built (RobertaTokenizer rebuilds its pre-tokenizer from it); a plain
+    PreTrainedTokenizerFast keeps tokenizer.json's pre-tokenizer as it is, so it is switched here."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_path, add_prefix_space=True)
+    if _byte_level(tokenizer) is False:
+        pre_tokenizer = tokenizer.backend_tokenizer.pre_tokenizer
+        pre_tokenizer.add_prefix_space = True
+        tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizer  # the backend holds a copy: set it back
+    if hasattr(tokenizer, "add_prefix_space"):
+        tokenizer.add_prefix_space = True  # saved with the run, so predict reads words as training did
     return tokenizer
 
 
@@ -339,9 +388,11 @@ def load_pretrained(model_class, path: str, **kwargs):
     unexpected: checkpoint weights left unused that are not pretraining heads, and weights re-initialised because
     their shape differs. Embedding or encoder weights missing from the checkpoint stop the run (BertkitError).
     Verbose mode shows transformers' report as it is."""
+    if "config" in kwargs:  # BERT on bertkit's class, another family on transformers' AutoModelFor<Task>
+        model_class = model_class_for(kwargs["config"], model_class)
     with quiet_load_report():
         model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
+    check_encoder_loaded(info, path, model)  # a missing encoder weight stops the run: it would start random
     if mode() != "verbose":  # verbose: transformers' own report was shown
         describe_loading(info, path)
     return model
@@ -381,14 +432,17 @@ def quantize_int8(model):
 
 
 def _load_finetuned(model_class, model_dir: str, device: str):
+    config = read_config_json(Path(model_dir) / "config.json")
+    model_class = model_class_for(config, model_class)  # the saved family's class: bertkit's BERT or transformers'
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():
         return _from_pretrained(model_class, model_dir).eval().to(device)
     from peft import PeftModel
 
     base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
+    config_class = getattr(model_class, "config_class", None) or transformers.AutoConfig
     try:
-        model = model_class.from_pretrained(base, config=model_class.config_class.from_pretrained(model_dir))
+        model = model_class.from_pretrained(base, config=config_class.from_pretrained(model_dir))
     except (OSError, TypeError) as error:
         raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
@@ -406,7 +460,7 @@ def _from_pretrained(model_class, model_dir: str):
             raise
         raise BertkitError(f"the weights in {model_dir} could not be read ({str(error).splitlines()[0]}) — rerun the "
                            "run, or copy / download the model again") from None
-    check_encoder_loaded(info, model_dir, model.config, fine_tuned=True)
+    check_encoder_loaded(info, model_dir, model, fine_tuned=True)
     return model
 
 
@@ -420,6 +474,6 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
-           "check_implementation", "BERTKIT_MODEL_TYPES", "check_encoder_loaded", "check_encoder_layers",
+           "check_implementation", "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
            "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8", "load_pretrained"]

@@ -215,8 +215,11 @@ def log_failure(error: BaseException) -> None:
 
 # --------------------------------------------------------------------------------------------- quiet loading
 
-# Checkpoint weights a fine-tune drops by design: the pretraining heads (MLM, NSP) of a stock BERT checkpoint.
-EXPECTED_UNUSED_PREFIXES = ("cls.",)
+# Checkpoint weights a fine-tune drops by design: the pretraining heads of each family (BERT's and ERNIE's cls.,
+# RoBERTa's lm_head, DeBERTa's lm_predictions, ELECTRA's generator, DistilBERT's vocab_*, ALBERT's predictions and
+# sop_classifier, ModernBERT's decoder) and a pooler the task head does not use (RoBERTa's classifiers have none).
+EXPECTED_UNUSED = re.compile(r"^(?:cls|lm_head|lm_predictions|generator_\w+|vocab_\w+|predictions|sop_classifier|"
+                             r"decoder)\.|(?:^|\.)pooler\.")
 
 
 class _DropLoadReport(logging.Filter):
@@ -251,7 +254,7 @@ def describe_loading(info: dict, path: str) -> None:
     new = sorted(set(info.get("missing_keys", ())) - mismatched)
     if new:
         say(f"new, randomly initialised: {', '.join(module_names(new))} (not in {path}; trained from scratch)")
-    unused = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith(EXPECTED_UNUSED_PREFIXES))
+    unused = sorted(k for k in info.get("unexpected_keys", ()) if not EXPECTED_UNUSED.search(k))
     if unused:
         warn(f"{len(unused)} weights of {path} are not used by this model: {_few(module_names(unused))} — "
              "check that model= names the checkpoint you meant")

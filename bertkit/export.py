@@ -19,6 +19,7 @@ the optional extra `bertkit[onnx]`.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import shutil
 import warnings
@@ -32,10 +33,11 @@ from . import tasks
 from .checkpoints import TOKENIZER_FILES, load_finetuned
 from .console import say, summary
 from .errors import BertkitError
+from .families import family_of, is_bertkit, position_limit
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
-from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_run_config, remove_record,
-                     write_json_atomic, write_record)
+from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_config_json,
+                     read_run_config, remove_record, write_json_atomic, write_record)
 
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
@@ -52,10 +54,23 @@ class OnnxOutputs(nn.Module):
         super().__init__()
         self.model, self.names = model, head.outputs
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        output = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                            return_dict=True)
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        output = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True, **types)
         return tuple(getattr(output, name) for name in self.names)
+
+
+def input_names(model: nn.Module) -> tuple[str, ...]:
+    """The graph's inputs: token_type_ids only for a model that has them (DistilBERT and ModernBERT have none)."""
+    takes_types = "token_type_ids" in inspect.signature(model.forward).parameters
+    return tuple(name for name in INPUT_NAMES if name != "token_type_ids" or takes_types)
+
+
+def padded_forward(model: nn.Module, inputs: dict):
+    """The PyTorch outputs the graph is compared with: bertkit's BERT on its padded path (as traced, so per-token
+    outputs agree at padding positions too); another family's model as it is."""
+    extra = {"unpad": False} if is_bertkit(model) else {}
+    return model(**inputs, return_dict=True, **extra)
 
 
 def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
@@ -67,6 +82,10 @@ def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
                            "support (the graph would be per window, without the pooling across windows) — run "
                            f"`bertkit predict {run_dir} FILE` on the run directory itself")
     head = head_of(run_dir)
+    family = family_of(read_config_json(Path(run_dir) / "config.json"), run_dir)
+    if not family.exports:
+        raise BertkitError(f"{run_dir} holds a {family.name} model, which bertkit does not export to ONNX "
+                           f"({family.export_note}) — predict and evaluate run the run directory itself")
     model = load_finetuned(head.model_class, run_dir, head.recipe).float().cpu().eval()
     model.set_attn_implementation("eager")
     return model, head
@@ -81,13 +100,15 @@ def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, c
     mask = (torch.arange(seq_len) < lengths.unsqueeze(-1)).long()  # (..., T)
     ids = torch.randint(1, config.vocab_size, shape, generator=generator) * mask
     segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(shape) * mask
+    if getattr(config, "type_vocab_size", 0) < 2:  # RoBERTa's one segment, DeBERTa-v3's none
+        segments = torch.zeros_like(segments)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments.contiguous()}
 
 
-def dynamic_shapes(head: Head, max_length: int) -> dict:
+def dynamic_shapes(head: Head, max_length: int, names: tuple[str, ...] = INPUT_NAMES) -> dict:
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", max=max_length)
     axes = {0: batch, 1: torch.export.Dim("choices"), 2: seq} if head.choices else {0: batch, 1: seq}
-    return {name: axes for name in INPUT_NAMES}
+    return {name: axes for name in names}
 
 
 @contextlib.contextmanager
@@ -108,11 +129,13 @@ def _quiet():
 
 def export_onnx(model: nn.Module, head: Head, path: Path) -> Path:
     """torch.onnx.export (dynamo) with dynamic batch / sequence (/ choices) axes; one self-contained file."""
-    example = padded_inputs(model.config, head, batch=2, seq_len=16)
+    names = input_names(model)
+    example = {name: value for name, value in padded_inputs(model.config, head, batch=2, seq_len=16).items()
+               if name in names}
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(OnnxOutputs(model, head), (), kwargs=example, dynamo=True,
-                                    dynamic_shapes=dynamic_shapes(head, model.config.max_position_embeddings),
-                                    input_names=list(INPUT_NAMES), output_names=list(head.outputs), verbose=False)
+                                    dynamic_shapes=dynamic_shapes(head, position_limit(model.config), names),
+                                    input_names=list(names), output_names=list(head.outputs), verbose=False)
         program.save(str(path))
     return path
 
@@ -121,12 +144,13 @@ def check_parity(model: nn.Module, head: Head, path: Path, shapes=((1, 5), (3, 1
     """Max abs difference between ONNX Runtime and PyTorch (its padded path, which the graph is: per-token outputs
     then agree at padding positions too) on padded batches of several shapes (batch, seq); a BertkitError above
     PARITY_TOLERANCE."""
-    runner, worst = session(path), 0.0
+    runner, worst, names = session(path), 0.0, input_names(model)
     for number, (batch, seq_len) in enumerate(shapes):
-        seq_len = min(seq_len, model.config.max_position_embeddings)
-        inputs = padded_inputs(model.config, head, batch, seq_len, seed=number + 1)
-        with torch.no_grad():  # the padded path, as traced: equal at padding positions too
-            expected = model(**inputs, return_dict=True, unpad=False)
+        seq_len = min(seq_len, position_limit(model.config))
+        inputs = {name: value for name, value in padded_inputs(model.config, head, batch, seq_len, seed=number + 1
+                                                               ).items() if name in names}
+        with torch.no_grad():
+            expected = padded_forward(model, inputs)
         got = runner.run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})
         for name, array in zip(head.outputs, got):
             worst = max(worst, float((torch.from_numpy(array) - getattr(expected, name)).abs().max()))
@@ -184,7 +208,7 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
         export_onnx(model, head, building / ONNX_FILE)
         files = {"fp32": ONNX_FILE}
         summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": head.recipe,
-                   "inputs": list(INPUT_NAMES), "outputs": list(head.outputs), "files": files,
+                   "inputs": list(input_names(model)), "outputs": list(head.outputs), "files": files,
                    "parity_max_abs_diff": {"fp32": check_parity(model, head, building / ONNX_FILE)}}
         if quantize == "int8":
             quantize_int8(building / ONNX_FILE, building / INT8_FILE)
@@ -207,9 +231,11 @@ def finish_export(out: Path, summary: dict) -> None:
 
 def int8_difference(model: nn.Module, head: Head, path: Path) -> float:
     """Max abs output difference of the int8 graph from PyTorch fp32 on one padded batch (informative only)."""
-    inputs = padded_inputs(model.config, head, 4, min(32, model.config.max_position_embeddings), seed=7)
+    names = input_names(model)
+    inputs = {name: value for name, value in padded_inputs(model.config, head, 4, min(32, position_limit(model.config)),
+                                                           seed=7).items() if name in names}
     with torch.no_grad():
-        expected = model(**inputs, return_dict=True, unpad=False)
+        expected = padded_forward(model, inputs)
     got = session(path).run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})
     return max(float(np.abs(array - getattr(expected, name).numpy()).max()) for name, array in zip(head.outputs, got))
 

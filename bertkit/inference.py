@@ -4,6 +4,7 @@ batches under a token budget, and one padded batch through the model on its devi
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 
@@ -15,8 +16,12 @@ INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 
 
 def run_batch(model, batch):
-    """The model's outputs for one padded batch, built on CPU and moved to the model's device."""
-    return model(**{key: value.to(model.device) for key, value in batch.items()})
+    """The model's outputs for one padded batch, built on CPU and moved to the model's device. token_type_ids go
+    only to a model that takes them (a tokenizer of one family may make them for a model of another that has none)."""
+    forward = getattr(model, "forward", model)  # an ONNX export is called as it is
+    takes_types = "token_type_ids" in inspect.signature(forward).parameters or not hasattr(model, "forward")
+    return model(**{key: value.to(model.device) for key, value in batch.items()
+                    if key != "token_type_ids" or takes_types})
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ can have its own rate (`head_lr`). Biases and LayerNorm weights get no weight de
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
@@ -19,28 +18,44 @@ from torch import nn
 
 from .console import run_log, say, show
 from .errors import BertkitError
+from .families import FAMILIES, layer_of
+from .families import num_layers as family_layers
 
-_LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
-_NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+# A LoRA-wrapped model's parameters are named base_model.model.<the model's own name>.
+_PEFT_PREFIX = "base_model.model."
 
 
 @dataclass(frozen=True)
 class GroupKey:
-    name: str  # "embeddings", "layer 0", ..., "pooler", "head"
+    name: str  # "embeddings", "layer 0", ..., "pooler" (or "final norm"), "head"
     depth: int  # embeddings 0, layer i -> i + 1, pooler num_layers + 1, head num_layers + 2 (sorting only)
     decay: bool  # whether weight decay applies
 
 
-def _depth_and_name(parameter_name: str, num_layers: int) -> tuple[int, str]:
-    match = _LAYER.search(parameter_name)
-    if match:
-        index = int(match.group(1))
+def _depth_and_name(parameter_name: str, num_layers: int, base_prefix: str) -> tuple[int, str]:
+    """Where a parameter sits, for any family: an encoder layer (bert.encoder.layer.N, model.layers.N,
+    distilbert.transformer.layer.N, ...), the rest of the base model (its embeddings, DeBERTa's relative position
+    embeddings, ELECTRA's and ALBERT's embedding projections at the bottom; a pooler or final norm at the top), or
+    the task head (everything outside the base model)."""
+    name = parameter_name.removeprefix(_PEFT_PREFIX)
+    index = layer_of(name)
+    if index is not None:
         return index + 1, f"layer {index}"
-    if "embeddings." in parameter_name:
-        return 0, "embeddings"
-    if "pooler." in parameter_name:
+    if not name.startswith(f"{base_prefix}."):
+        return num_layers + 2, "head"
+    if "pooler." in name:
         return num_layers + 1, "pooler"
-    return num_layers + 2, "head"
+    if "final_norm." in name:  # ModernBERT's norm after the last layer
+        return num_layers + 1, "final norm"
+    return 0, "embeddings"
+
+
+def _norm_parameters(model: nn.Module) -> set[str]:
+    """Names of the parameters of normalisation modules (LayerNorm, RMSNorm, ...), which get no weight decay."""
+    return {f"{module_name}.{name}" if module_name else name
+            for module_name, module in model.named_modules()
+            if isinstance(module, nn.LayerNorm) or type(module).__name__.endswith(("LayerNorm", "RMSNorm"))
+            for name, _ in module.named_parameters(recurse=False)}
 
 
 def _group_lr(depth: int, num_layers: int, base_lr: float, decay: float, head_lr: float | None) -> float:
@@ -55,13 +70,17 @@ def llrd_param_groups(model: nn.Module, base_lr: float, decay: float = 1.0, head
     Each group carries `name` and `lr`; groups are ordered bottom (embeddings) to top (head)."""
     if not 0.0 < decay <= 1.0:
         raise ValueError(f"llrd decay must be in (0, 1], got {decay}")
-    num_layers = num_layers if num_layers is not None else model.config.num_hidden_layers
+    num_layers = num_layers if num_layers is not None else family_layers(model.config)
+    base_prefix = getattr(model, "base_model_prefix", "bert")
+    if hasattr(model, "get_base_model"):  # a peft model: the wrapped model's prefix
+        base_prefix = model.get_base_model().base_model_prefix
+    no_decay = _norm_parameters(model)
     groups: dict[GroupKey, list[nn.Parameter]] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
-        depth, group_name = _depth_and_name(name, num_layers)
-        key = GroupKey(group_name, depth, decay=not name.endswith(_NO_DECAY))
+        depth, group_name = _depth_and_name(name, num_layers, base_prefix)
+        key = GroupKey(group_name, depth, decay=not (name.endswith("bias") or name in no_decay))
         groups.setdefault(key, []).append(parameter)
     return [
         {"params": params, "name": key.name + ("" if key.decay else " (no decay)"),
@@ -103,6 +122,10 @@ def optimizer_with_llrd(model, args: transformers.TrainingArguments, decay: floa
         say(f"optimizer: {optim_name(args)} (built by Trainer; no layer-wise learning rates)")
         return None
     optimizer = build_optimizer(model, args, decay, head_lr)
+    family = FAMILIES.get(getattr(getattr(model, "config", None), "model_type", None))
+    if family is not None and family.shared_layers and decay != 1.0:
+        say(f"{family.name} shares one layer's weights across its {model.config.num_hidden_layers} layers: layer-wise "
+            "decay sees that one shared layer (base rate) over the embeddings (base x decay)")
     show_learning_rates(lr_rows(lr_table(optimizer.param_groups)), decay, args.weight_decay)
     return optimizer
 

@@ -27,6 +27,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from . import tasks
 from .configuration_bert import bertkit_only_reason
+from .families import FAMILIES, Family
 from .errors import BertkitError
 
 _PLAIN_TASK = ("feature-extraction", "AutoModel")  # a bare encoder, or an adapter on none of the heads
@@ -381,11 +382,13 @@ _INTENDED_USE = {
 def _body(card: dict) -> str:
     name, tag = card["name"], card["tag"]
     base = card["base_model"]
-    origin = f"a fine-tuned version of [{base}](https://huggingface.co/{base})" if base else "a BERT model"
+    origin = f"a fine-tuned version of [{base}](https://huggingface.co/{base})" if base else \
+        f"a {card['family'].name} model"
     recipe = f" (recipe `{card['recipe']}`)" if card["recipe"] else ""
     parts = [
         f"# {name}",
-        f"This model is {origin}, trained with bertkit{recipe}. " + _loading_note(card["bertkit_only"])
+        f"This model is {origin}, trained with bertkit{recipe}. "
+        + _loading_note(card["bertkit_only"], card["family"], card["architecture"])
         + (_DOCUMENT_NOTE if card["document_model"] else ""),
         "## Intended use",
         f"The model {_INTENDED_USE[tag]}. Check that the training data below matches your domain and language "
@@ -424,9 +427,13 @@ _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the
                   "texts that fit in one window; for longer documents, `bertkit predict` pools the windows.")
 
 
-def _loading_note(bertkit_only: str | None) -> str:
+def _loading_note(bertkit_only: str | None, family: Family, architecture: str | None) -> str:
+    if family.implementation != "bertkit":
+        return (f"It is a standard {family.name} checkpoint (`{architecture}`, trained through transformers' own "
+                "class): it loads with plain `transformers`, no custom code.")
     if not bertkit_only:
-        return "It is a standard BERT checkpoint: it loads with plain `transformers`, no custom code."
+        return ("It is a standard BERT checkpoint (trained on bertkit's own BERT implementation, which keeps "
+                "transformers' parameter names): it loads with plain `transformers`, no custom code.")
     return (f"It needs bertkit to load: {bertkit_only}. Its config.json says model_type `bertkit`, so plain "
             "`transformers` refuses to load it rather than predict something else.")
 
@@ -558,6 +565,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     run_metrics = _read_json(model_dir / "metrics.json") if (model_dir / "metrics.json").is_file() else {}
     run_metrics = run_metrics if isinstance(run_metrics, dict) else {}
     labels = _labels(model_config, tag)
+    family = FAMILIES.get(model_config.get("model_type"), FAMILIES["bert"])
     return {
         "name": (repo_id or model_dir.resolve().name).split("/")[-1],
         "repo_id": repo_id or _PLACEHOLDER_REPO,
@@ -568,7 +576,10 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "language": list(language) if language else None,
         "license": license,
         "datasets": list(datasets) if datasets else None,
-        "tags": ["bertkit", "bert", tag] + (["lora"] if lora else []),
+        "tags": ["bertkit", family.model_type if family.model_type != "bertkit" else "bert", tag]
+        + (["lora"] if lora else []),
+        "family": family,
+        "architecture": next(iter(model_config.get("architectures") or []), None),
         "recipe": _lookup(cfg, "recipe", "recipe.name"),
         "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
@@ -579,7 +590,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "curve": (model_dir / "training_curve.png").is_file(),
         "report": (model_dir / "report.html").is_file(),
         "labels": labels,
-        "bertkit_only": bertkit_only_reason(model_config),
+        "bertkit_only": bertkit_only_reason(model_config) if family.implementation == "bertkit" else None,
         "document_model": any("ForDocumentClassification" in str(arch)
                               for arch in model_config.get("architectures") or []),
     }

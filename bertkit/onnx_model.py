@@ -11,11 +11,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+import transformers
 
 from .errors import BertkitError, require_packages
+from .families import implementation_for
 from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
                             BertkitForTokenClassification)
-from .rundir import model_task
+from .rundir import model_task, read_config_json
 
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
@@ -99,7 +101,8 @@ def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
         hint = "export again with --quantize int8" if precision == "int8" else "use --precision fp32 or int8"
         raise BertkitError(f"{export_dir} is an ONNX export with {' and '.join(files) or 'no'} graphs, not "
                            f"{precision} — {hint}")
-    config = head.model_class.config_class.from_pretrained(export_dir)
+    bert = implementation_for(read_config_json(Path(export_dir) / "config.json"), export_dir) == "bertkit"
+    config = (head.model_class.config_class if bert else transformers.AutoConfig).from_pretrained(export_dir)
     return OnnxModel(Path(export_dir) / files[precision], config, head)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,10 +150,18 @@ def read_run(run_dir: str | Path) -> RunInfo:
     return RunInfo(
         path=run_dir, status=status, detail=damage(run_dir)[1] if status in ("corrupt", "mixed") else "",
         recipe=record.get("recipe") or fingerprint.get("recipe", ""),
-        model=_short_path(config.get("model") or student.get("model") or config.get("teacher")),
+        model=_short_path(config.get("model") or student.get("model") or config.get("teacher"))
+        + _family(run_dir, metrics),
         data=_short_path(data.get("train")), metric=name, value=value, greater_is_better=greater,
         date=_date(record.get("finished") or record.get("started") or fingerprint.get("started")),
         wall_time_s=metrics.get("wall_time_s"), config=config)
+
+
+def _family(run_dir: Path, metrics: dict) -> str:
+    """' (RoBERTa)' for a run of another family than BERT, from the implementation metrics.json records."""
+    implementation = metrics.get("implementation") or ""
+    match = re.fullmatch(r"transformers' (.+)", implementation)
+    return f" ({match.group(1)})" if match else ""
 
 
 def _unflatten(flat: dict) -> dict:

@@ -30,6 +30,7 @@ from . import rundir
 from .config import config_to_dict
 from .console import is_main_process, mode, run_log, run_summary, say, use_display
 from .errors import BertkitError
+from .families import check_fp16, family_of, position_limit
 from .hub import push_finished_run
 from .llrd import check_optimizer, optimizer_with_llrd
 from .model_card import render_model_card
@@ -42,11 +43,12 @@ logger = logging.getLogger("bertkit")
 
 
 def check_positions(max_length: int, config) -> None:
-    """Refuse a data.max_length longer than the model's position table, before its weights are loaded."""
-    if max_length > config.max_position_embeddings:
-        raise BertkitError(f"data.max_length={max_length} is more than the model's "
-                           f"{config.max_position_embeddings} positions — set data.max_length<="
-                           f"{config.max_position_embeddings}")
+    """Refuse a data.max_length longer than the model's position table (512 for BERT, 8,192 for ModernBERT),
+    before its weights are loaded."""
+    limit = position_limit(config)
+    if max_length > limit:
+        raise BertkitError(f"data.max_length={max_length} is more than the model's {limit} positions — set "
+                           f"data.max_length<={limit}")
 
 
 class FineTuningTrainer(transformers.Trainer):
@@ -104,19 +106,21 @@ def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
     """The end of every run: the summary table with the next commands, then the push (cfg.run.push) of the finished
     run directory. After a search or seed band (metrics.json's `search` / `seeds`), the rows say how the model was
     chosen: the best trial and its settings, or each dev metric as mean ± sd over the seeds."""
-    rows = choice_rows(rows, _read_choice(Path(output_dir) / METRICS_FILE))
-    run_summary(title, {**rows, "saved to": str(output_dir)}, output_dir, recipe)
+    recorded = _read_choice(Path(output_dir) / METRICS_FILE)
+    rows = choice_rows(rows, recorded)
+    model = {"implementation": recorded["implementation"]} if recorded.get("implementation") else {}
+    run_summary(title, {**rows, **model, "saved to": str(output_dir)}, output_dir, recipe)
     if cfg.run.push:
         push_finished_run(output_dir, cfg.run.push)
 
 
 def _read_choice(path: Path) -> dict:
-    """metrics.json's `search` / `seeds` entry ({} for one training, or where rank 0 wrote none)."""
+    """metrics.json's `search` / `seeds` entry and the implementation that trained ({} where rank 0 wrote none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {key: data[key] for key in ("search", "seeds") if isinstance(data, dict) and key in data}
+    return {key: data[key] for key in ("search", "seeds", "implementation") if isinstance(data, dict) and key in data}
 
 
 def training_arguments(train: dict, output_dir: str, precision: str, seed: int, has_eval: bool,
@@ -343,6 +347,7 @@ class Run:
         self.cfg, self.recipe = cfg, recipe
         self.output_dir = Path(cfg.run.output_dir)
         self.started = time.perf_counter()
+        self.implementation: str | None = None  # set when training starts (implementation_line)
 
     @contextmanager
     def training(self, trainer: transformers.Trainer):
@@ -351,6 +356,7 @@ class Run:
         the old run that overwrite=true replaces goes (not before a typo is found) and train.log opens. A full disk
         while saving a checkpoint is one line saying where and which checkpoint was kept."""
         repeated_training(trainer, self.cfg)
+        check_fp16(_unwrapped(trainer.model).config, trainer.args.fp16)
         checkpoint = resume_checkpoint(self.cfg.run.resume, self.cfg.run.output_dir)
         if checkpoint:
             say(f"resuming from {checkpoint}")
@@ -358,6 +364,8 @@ class Run:
             rundir.begin(self.cfg.run.output_dir, say)
             run_log.open(self.cfg.run.output_dir)  # the lines held since start_run, then everything as it comes
             say(f"live report: {self.output_dir / REPORT_FILE} (rewritten at each evaluation)")
+        self.implementation = implementation_of(trainer.model)
+        say(f"model: {self.implementation} ({model_class_of(trainer.model)})")
         trainer.add_callback(ReportCallback(self.output_dir))
         use_display(trainer)
         with rundir.disk_full_guard(self.cfg.run.output_dir, "a checkpoint"):
@@ -366,7 +374,8 @@ class Run:
     def results(self, metrics: dict, train_result, **entries) -> dict:
         """A run's results (metrics.json, and what main returns): dev metrics, training loss and metrics, the
         recipe's own `entries`, how a search or seed band chose the model (`search` / `seeds`), and the wall time."""
-        return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics}, **entries,
+        return {"eval": metrics, "train": {"loss": train_result.training_loss, **train_result.metrics},
+                "implementation": self.implementation, **entries,
                 **getattr(train_result, "choice", {}), "wall_time_s": round(time.perf_counter() - self.started, 1)}
 
     @contextmanager
@@ -411,6 +420,21 @@ class Run:
         plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
         save_run_config(self.cfg, str(output_dir), self.recipe)
         _write_model_card(output_dir)
+
+
+def implementation_of(model) -> str:
+    """Which implementation trains: "bertkit's own BERT", or "transformers' RoBERTa" for another family (the
+    summary, `bertkit runs`, metrics.json)."""
+    family = family_of(_unwrapped(model).config)
+    return "bertkit's own BERT" if family.implementation == "bertkit" else f"transformers' {family.name}"
+
+
+def model_class_of(model) -> str:
+    return type(_unwrapped(model)).__name__
+
+
+def _unwrapped(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def resume_checkpoint(resume, output_dir: str) -> str | bool | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import datasets
 
-from bertkit import BertkitConfig, BertkitForMultipleChoice, checkpoints, checks, options, training
+from bertkit import BertkitForMultipleChoice, checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
@@ -68,7 +68,7 @@ def load_data(cfg: Config, tokenizer):
 
 def build_model(cfg: Config, model_path: str):
     """The multiple-choice model to fine-tune, max_length saved in its config; LoRA adapters when lora.enabled."""
-    config = BertkitConfig.from_pretrained(model_path)
+    config = checkpoints.task_config(model_path)
     training.check_positions(cfg.data.max_length, config)
     config.bertkit_task_settings = settings_dict(task.Settings(max_length=cfg.data.max_length))  # for `bertkit predict`
     model = checkpoints.load_pretrained(BertkitForMultipleChoice, model_path, config=config)

@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 import transformers
 from pydantic import Field
 
-from bertkit import BertkitConfig, BertkitForSequenceClassification, checkpoints, checks, options, tasks, training
+from bertkit import BertkitForSequenceClassification, checkpoints, checks, families, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
@@ -121,13 +121,24 @@ def say_windows(cfg: Config, train, dev) -> None:
         f"to {limit}x as many windows through the encoder")
 
 
+def model_class(cfg: Config):
+    """The document model (learned attention over each document's windows) or the sequence classifier."""
+    return BertkitForDocumentClassification if task.uses_attention(cfg.long_doc) else BertkitForSequenceClassification
+
+
+def check_model(cfg: Config, model_path: str) -> None:
+    """Before any data is read: the settings this model's family can honour (pooling=mean and the document model
+    are bertkit's BERT only), and data.max_length within its positions."""
+    config = checkpoints.task_config(model_path, classifier_pooling=cfg.pooling)
+    families.model_class(config, model_class(cfg))
+    training.check_positions(cfg.data.max_length, config)
+
+
 def build_model(cfg: Config, model_path: str, labels: LabelSpace):
     """The classifier to fine-tune: the label map and pooling in its config, LoRA adapters when lora.enabled."""
-    config = BertkitConfig.from_pretrained(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
-    training.check_positions(cfg.data.max_length, config)
-    attention = task.uses_attention(cfg.long_doc)  # the document model: learned attention over each document's windows
-    model_class = BertkitForDocumentClassification if attention else BertkitForSequenceClassification
-    model = checkpoints.load_pretrained(model_class, model_path, config=config, ignore_mismatched_sizes=True)
+    config = checkpoints.task_config(model_path, classifier_pooling=cfg.pooling, **labels.config_kwargs())
+    attention = task.uses_attention(cfg.long_doc)
+    model = checkpoints.load_pretrained(model_class(cfg), model_path, config=config, ignore_mismatched_sizes=True)
     if not cfg.lora.enabled:
         return model
     return training.add_lora(model, cfg.lora, task_type="SEQ_CLS",
@@ -165,6 +176,7 @@ def summary_rows(results: dict) -> dict:
 def main(cfg: Config) -> dict:
     run = training.start_run(cfg, "classify")  # seed; hold output_dir (an old run is refused unless overwrite=true)
     model_path = checkpoints.resolve_model(cfg.model)
+    check_model(cfg, model_path)
     tokenizer = checkpoints.load_tokenizer(model_path)
     train, dev, labels = load_data(cfg, tokenizer)
     (train, _), (dev, dev_docs) = task.pop_doc_ids(train), task.pop_doc_ids(dev)

@@ -19,19 +19,11 @@ from typing import Annotated
 
 import datasets
 import numpy as np
+import torch
 import transformers
 from pydantic import Field
 
-from bertkit import (
-    BertkitConfig,
-    BertkitForSequenceClassification,
-    checkpoints,
-    checks,
-    distill,
-    options,
-    tasks,
-    training,
-)
+from bertkit import BertkitForSequenceClassification, checkpoints, checks, distill, families, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
@@ -120,7 +112,7 @@ def load_data(cfg: Config, tokenizer, labels: LabelSpace):
 def load_teacher(cfg: Config):
     path = checkpoints.resolve_model(cfg.teacher)
     teacher = checkpoints.load_finetuned(BertkitForSequenceClassification, path, "distill teacher")
-    if not isinstance(teacher, BertkitForSequenceClassification):  # an ONNX export has no layers to take
+    if not isinstance(teacher, torch.nn.Module):  # an ONNX export has no layers to take
         raise BertkitError(f"teacher {cfg.teacher} is an ONNX export — give the run directory it was exported from")
     labels = LabelSpace.from_model_config(teacher.config)
     if labels.kind != "single":
@@ -133,11 +125,15 @@ def build_student(cfg: Config, teacher, labels: LabelSpace):
     """The student and the teacher layers it was taken from (None for another checkpoint)."""
     if cfg.student.model:
         path = checkpoints.resolve_model(cfg.student.model)
-        config = BertkitConfig.from_pretrained(path, classifier_pooling=teacher.config.classifier_pooling,
-                                               **labels.config_kwargs())
+        config = checkpoints.task_config(path, classifier_pooling=getattr(teacher.config, "classifier_pooling", "cls"),
+                                         **labels.config_kwargs())
         student, picked = checkpoints.load_pretrained(BertkitForSequenceClassification, path, config=config,
                                                       ignore_mismatched_sizes=True), None
     else:
+        if not families.is_bertkit(teacher):
+            raise BertkitError(f"a student taken from the teacher's layers is built for BERT teachers, and "
+                               f"{cfg.teacher} is a {families.family_of(teacher.config).name} classifier — give "
+                               "student.model=<a smaller checkpoint with the teacher's tokenizer>")
         count = teacher.config.num_hidden_layers
         wanted = max(1, count // 2) if cfg.student.num_layers is None else cfg.student.num_layers
         picked = distill.pick_layers(count, wanted, cfg.student.layers)

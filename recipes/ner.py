@@ -17,7 +17,7 @@ from typing import Literal
 import datasets
 import transformers
 
-from bertkit import BertkitConfig, BertkitForTokenClassification, checkpoints, checks, options, tasks, training
+from bertkit import BertkitForTokenClassification, checkpoints, checks, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
@@ -100,8 +100,8 @@ def inference_settings(cfg: Config, scheme: str) -> task.Settings:
 
 
 def build_model(cfg: Config, model_path: str, labels: list[str], scheme: str):
-    config = BertkitConfig.from_pretrained(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
-                                           label2id={name: i for i, name in enumerate(labels)})
+    config = checkpoints.task_config(model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                                      label2id={name: i for i, name in enumerate(labels)})
     config.bertkit_task_settings = tasks.settings_dict(inference_settings(cfg, scheme))  # predict / evaluate
     training.check_positions(cfg.data.max_length, config)
     model = checkpoints.load_pretrained(BertkitForTokenClassification, model_path, config=config,
@@ -137,7 +137,7 @@ def summary_rows(metrics: dict, run: dict) -> dict:
 def main(cfg: Config) -> dict:
     run = training.start_run(cfg, "ner")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = checkpoints.resolve_model(cfg.model)
-    tokenizer = checkpoints.load_tokenizer(model_path)
+    tokenizer = checkpoints.load_tokenizer(model_path, words=True)
     train, dev, labels = load_data(cfg)
     id2label = dict(enumerate(labels))
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)

@@ -20,7 +20,7 @@ import datasets
 import transformers
 from pydantic import Field
 
-from bertkit import BertkitConfig, BertkitForQuestionAnswering, checkpoints, checks, options, training
+from bertkit import BertkitForQuestionAnswering, checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
@@ -121,7 +121,7 @@ def task_settings(cfg: Config, language: str, null_threshold: float | None = Non
 
 
 def build_model(cfg: Config, model_path: str, language: str):
-    config = BertkitConfig.from_pretrained(model_path, num_labels=2)
+    config = checkpoints.task_config(model_path, num_labels=2)
     config.bertkit_task_settings = settings_dict(task_settings(cfg, language))
     training.check_positions(cfg.data.max_length, config)
     model = checkpoints.load_pretrained(BertkitForQuestionAnswering, model_path, config=config,

@@ -135,12 +135,13 @@ def test_detect_language():
 
 
 def test_window_settings_that_would_panic_the_tokenizer_are_refused(en_tokenizer):
-    expected = r"data\.doc_stride=40 must be less than data\.max_length=48 minus 16 question tokens minus 3 = 29"
+    expected = (r"data\.doc_stride=40 must be less than data\.max_length=48 minus 16 question tokens minus 3 special "
+                r"tokens = 29")
     with pytest.raises(BertkitError, match=expected):
         check_window_settings(max_length=48, doc_stride=40, question_tokens=16)
     check_window_settings(max_length=48, doc_stride=28, question_tokens=16)
     question = "one two three four five six seven eight nine ten"  # 10 tokens: room 48 - 10 - 3 = 35
-    with pytest.raises(BertkitError, match=r"minus 10 question tokens minus 3 = 35"):
+    with pytest.raises(BertkitError, match=r"minus 10 question tokens minus 3 special tokens = 35"):
         encode(en_tokenizer, [example("a b c", question=question)], max_length=48, doc_stride=35)
     assert len(encode(en_tokenizer, [example("a b c", question=question)], max_length=48, doc_stride=34)) == 1
 

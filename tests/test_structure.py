@@ -20,6 +20,7 @@ LAYERS = {
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
     "bertkit.errors": 1, "bertkit.shipped": 1, "bertkit.configuration_bert": 1, "bertkit.modeling_bert": 1,
     "bertkit.modeling_document": 1, "bertkit.losses": 1, "bertkit.padding": 1, "bertkit.speed": 1,
+    "bertkit.families": 1,  # which implementation runs a checkpoint: bertkit's BERT or transformers' AutoModelFor<Task>
     # 2 shared pieces: data files and labels, metrics, the run directory, console, loading, LLRD, the config
     "bertkit.tokenization": 2, "bertkit.datafiles": 2, "bertkit.labels": 2, "bertkit.splits": 2, "bertkit.metrics": 2,
     "bertkit.console": 2, "bertkit.precision": 2, "bertkit.checkpoints": 2, "bertkit.rundir": 2,

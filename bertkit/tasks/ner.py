@@ -300,7 +300,7 @@ def load_predictor(model_dir: str) -> Tagger:
     model = load_finetuned(BertkitForTokenClassification, model_dir, "ner")
     settings = read_settings(Settings, model.config, str(Path(model_dir) / "config.json"))
     max_length = settings.max_length or min(512, model.config.max_position_embeddings)
-    return Tagger(model, load_tokenizer(model_dir), {int(k): v for k, v in model.config.id2label.items()},
+    return Tagger(model, load_tokenizer(model_dir, words=True), {int(k): v for k, v in model.config.id2label.items()},
                   dataclasses.replace(settings, max_length=max_length))
 
 

@@ -277,17 +277,18 @@ class QuestionWindows:
         return len(self.example_index)
 
 
-def check_window_settings(max_length: int, doc_stride: int, question_tokens: int) -> None:
+def check_window_settings(max_length: int, doc_stride: int, question_tokens: int, specials: int = 3) -> None:
     """The tokenizer panics (not an exception Python code catches) when the stride does not fit: refuse early.
-    The recipe checks with data.max_question_length (every question fits), encode with its longest question."""
-    room = max_length - question_tokens - 3  # [CLS] question [SEP] context [SEP]
+    The recipe checks with data.max_question_length (every question fits), encode with its longest question and
+    the tokenizer's own count of special tokens (3 for [CLS] q [SEP] c [SEP], 4 for RoBERTa's <s> q </s></s> c </s>)."""
+    room = max_length - question_tokens - specials
     if room <= 0:
         raise BertkitError(f"data.max_length={max_length} leaves no room for the context after {question_tokens} "
                            f"question tokens — raise data.max_length or lower data.max_question_length")
     if not 0 <= doc_stride < room:
         raise BertkitError(f"data.doc_stride={doc_stride} must be less than data.max_length={max_length} minus "
-                           f"{question_tokens} question tokens minus 3 = {room} — set data.doc_stride<={room - 1} "
-                           f"(or lower data.max_question_length)")
+                           f"{question_tokens} question tokens minus {specials} special tokens = {room} — set "
+                           f"data.doc_stride<={room - 1} (or lower data.max_question_length)")
 
 
 def _cut_questions(questions: list[str], tokenizer, max_question_length: int) -> tuple[list[str], int, int]:
@@ -326,18 +327,29 @@ def encode(tokenizer, examples: list[QAExample], max_length: int = 384, doc_stri
         raise BertkitError("question answering needs a fast tokenizer (character offsets) — save a tokenizer.json "
                            "with the model")
     questions, cut, longest = _cut_questions([e.question for e in examples], tokenizer, max_question_length)
-    check_window_settings(max_length, doc_stride, longest)  # the questions at hand (the recipe checks the maximum)
+    # the questions at hand (the recipe checks the maximum)
+    check_window_settings(max_length, doc_stride, longest, tokenizer.num_special_tokens_to_add(pair=True))
     encoded = tokenizer(questions, [e.context for e in examples], truncation="only_second", max_length=max_length,
                         stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)
     example_index = list(encoded["overflow_to_sample_mapping"])
-    offsets = [[span if sequence_id == 1 else None for span, sequence_id in
-                zip(encoded["offset_mapping"][w], encoded.sequence_ids(w))] for w in range(len(example_index))]
+    offsets = [[_without_space(span, examples[example_index[w]].context) if sequence_id == 1 else None
+                for span, sequence_id in zip(encoded["offset_mapping"][w], encoded.sequence_ids(w))]
+               for w in range(len(example_index))]
     inputs = {key: encoded[key] for key in ("input_ids", "token_type_ids", "attention_mask") if key in encoded}
     if with_labels:
         spans = [_window_label(examples[example_index[w]], offsets[w]) for w in range(len(example_index))]
         inputs["start_positions"] = [s for s, _ in spans]
         inputs["end_positions"] = [e for _, e in spans]
     return QuestionWindows(inputs, example_index, offsets, cut)
+
+
+def _without_space(span: tuple[int, int], context: str) -> tuple[int, int]:
+    """A token's character span without the space a byte-level BPE token carries in front (ModernBERT's offsets
+    include it: 'Ġworld' -> ' world'), so an answer never starts with a space."""
+    start, end = span
+    while start < end - 1 and context[start].isspace():
+        start += 1
+    return start, end
 
 
 def _window_label(example: QAExample, offsets: list) -> tuple[int, int]:
@@ -409,7 +421,10 @@ def best_prediction(windows: list[tuple], context: str, n_best: int = 20, max_an
             best = spans[0]
     if best is None:
         return Prediction("", None, None, -math.inf, null_score)
-    return Prediction(context[best.start:best.end], best.start, best.end, best.score, null_score)
+    start = best.start
+    while start < best.end and context[start].isspace():  # a span starting at a byte-level BPE token of a lone space
+        start += 1
+    return Prediction(context[start:best.end], start, best.end, best.score, null_score)
 
 
 def postprocess(start_logits, end_logits, windows: QuestionWindows, examples: list[QAExample], n_best: int = 20,

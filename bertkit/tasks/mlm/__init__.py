@@ -17,6 +17,7 @@ The rest of the task lives beside it:
 from __future__ import annotations
 
 import collections
+import inspect
 import json
 import math
 import random
@@ -34,7 +35,8 @@ from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from bertkit.checkpoints import load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
-from bertkit.rundir import atomic_output, check_output_path, write_json
+from bertkit.families import implementation_for, is_bertkit
+from bertkit.rundir import atomic_output, check_output_path, read_config_json, write_json
 from bertkit.tasks import SETTINGS_KEY, read_settings
 from bertkit.tasks.mlm.corpus import encode, read_examples
 from bertkit.tasks.mlm.whole_word_masking import (IGNORE_INDEX, MaskingCollator, mask_once, pad_masked,
@@ -124,9 +126,13 @@ def masked_lm_sums(model, batch: dict[str, torch.Tensor]) -> dict[str, float | i
     (with next-sentence labels and an NSP head) the correct NSP predictions. The model's own forward with sparse
     prediction: only the labelled positions reach the vocabulary projection, (M, V) instead of (B, T, V)."""
     selected = batch["labels"].ne(IGNORE_INDEX)  # (B, T)
-    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
-                sparse_prediction=True)
-    logits = out.logits if isinstance(out, MaskedLMOutput) else out.prediction_logits  # (M, V)
+    if not is_bertkit(model):  # transformers' masked LM of another family: full logits, then the labelled positions
+        out = model(**encoder_inputs(model, batch))
+        logits = out.logits[selected]  # (B, T, V) -> (M, V)
+    else:
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
+                    sparse_prediction=True)
+        logits = out.logits if isinstance(out, MaskedLMOutput) else out.prediction_logits  # (M, V)
     sums = {"nll": F.cross_entropy(logits.float(), batch["labels"][selected], reduction="sum").item(),
             "count": int(selected.sum()), "nsp_right": 0, "nsp_total": 0}
     if "next_sentence_label" in batch and isinstance(out, BertForPreTrainingOutput):
@@ -176,11 +182,14 @@ def load_mlm_model(path: str, nsp: bool = False):
     from bertkit.checkpoints import check_encoder_loaded, check_implementation
     from bertkit.console import quiet_load_report
 
-    check_implementation(path)  # an mlm run of another architecture (predict / evaluate) is refused, not loaded
+    check_implementation(path)  # not an encoder bertkit knows: refused, not loaded
+    if implementation_for(read_config_json(Path(path) / "config.json") if Path(path, "config.json").is_file()
+                          else transformers.AutoConfig.from_pretrained(path)) != "bertkit":
+        return load_family_mlm(path, nsp)
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
     with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
         model, info = model_class.from_pretrained(path, output_loading_info=True)
-    check_encoder_loaded(info, path, model.config)  # a missing encoder weight stops the run: it would start random
+    check_encoder_loaded(info, path, model)  # a missing encoder weight stops the run: it would start random
     missing = sorted(info["missing_keys"])
     report = {"new_mlm_keys": [k for k in missing if k.startswith("cls.predictions.")],
               "new_nsp_keys": [k for k in missing if k.startswith("cls.seq_relationship.")],
@@ -195,19 +204,45 @@ def load_mlm_model(path: str, nsp: bool = False):
     return model, report
 
 
+def encoder_inputs(model, batch: dict) -> dict:
+    """input_ids, attention_mask and (for a model that has them) token_type_ids of a batch."""
+    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in batch and
+                                              "token_type_ids" in inspect.signature(model.forward).parameters else [])
+    return {key: batch[key] for key in keys}
+
+
+def load_family_mlm(path: str, nsp: bool):
+    """A checkpoint of another family than BERT as transformers' AutoModelForMaskedLM, and what was new in it (its
+    head, when the checkpoint had none). NSP is BERT's: RoBERTa and the families after it dropped it."""
+    from bertkit.checkpoints import check_encoder_loaded
+    from bertkit.console import quiet_load_report
+    from bertkit.families import family_of
+
+    config = transformers.AutoConfig.from_pretrained(path)
+    if nsp:
+        raise BertkitError(f"nsp=true trains BERT's next-sentence head, and {path} is a {family_of(config).name} "
+                           "checkpoint, which has none — set nsp=false")
+    with quiet_load_report():
+        model, info = transformers.AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    check_encoder_loaded(info, path, model)
+    new = sorted(key for key in info["missing_keys"] if not key.startswith(f"{model.base_model_prefix}."))
+    return model, {"new_mlm_keys": new, "new_nsp_keys": [], "pooler": "none",
+                   "mlm_head": "new" if new else "loaded"}
+
+
 def say_new_heads(name: str, notes: dict, nsp: bool) -> None:
     """A line for each head the checkpoint lacked (initialised new by load_mlm_model)."""
     if notes["mlm_head"] == "new":
-        warn(f"{name} has no MLM head ({len(notes['new_mlm_keys'])} "
-             "cls.predictions.* weights missing): a new head is initialised, its decoder tied to the word "
-             "embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
+        head = notes["new_mlm_keys"][0].split(".")[0]
+        warn(f"{name} has no MLM head ({len(notes['new_mlm_keys'])} {head}.* weights missing): a new head is "
+             "initialised, its decoder tied to the word embeddings — consider head_lr (e.g. 1.0e-3) so it catches up")
     if nsp and notes["new_nsp_keys"]:
         say("the checkpoint has no NSP head: a new one is initialised")
 
 
 def decoder_is_tied(model) -> bool:
     """Whether the MLM decoder is the word embedding matrix itself (tied), as in BERT."""
-    return model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    return model.get_output_embeddings().weight is model.get_input_embeddings().weight
 
 
 # ------------------------------------------------------------------------------------------ head warm-up
@@ -216,8 +251,8 @@ def decoder_is_tied(model) -> bool:
 def new_head_parameters(model) -> list[torch.nn.Parameter]:
     """The head's own parameters (MLM transform and bias, NSP classifier): not the decoder, which is the encoder's
     word embedding matrix (tied)."""
-    encoder = {id(p) for p in model.bert.parameters()}
-    return [p for p in model.cls.parameters() if id(p) not in encoder]
+    encoder = {id(p) for p in model.base_model.parameters()}
+    return [p for p in model.parameters() if id(p) not in encoder]
 
 
 def warmup_order(count: int, examples: int, seed: int) -> list[int]:
@@ -275,7 +310,10 @@ def warm_up_new_head(model, notes: dict, examples, collator, steps: int, batch_s
 
 
 def head_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Masked-LM loss (plus NSP loss when labelled) through the head only: the encoder runs without a graph."""
+    """Masked-LM loss (plus NSP loss when labelled) through the head only: the encoder runs without a graph
+    (bertkit's BERT; another family runs its own forward with the encoder's weights frozen)."""
+    if not is_bertkit(model):
+        return model(**encoder_inputs(model, batch), labels=batch["labels"]).loss
     with torch.no_grad():
         out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     selected = batch["labels"].ne(IGNORE_INDEX)  # (B, T)
@@ -306,10 +344,16 @@ class FillMaskPredictor:
         enc = self.tokenizer(texts, truncation=True, max_length=self.settings.max_length, padding=True,
                              return_tensors="pt")
         device = next(self.model.parameters()).device
+        at_mask = enc["input_ids"].eq(self.tokenizer.mask_token_id)  # (B, T)
+        if not is_bertkit(self.model):
+            logits = self.model(**encoder_inputs(self.model, enc.to(device))).logits[at_mask.to(device)]  # (M, V)
+            return self._top(texts, at_mask, logits, top_k)
         out = self.model.bert(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
                               token_type_ids=enc["token_type_ids"].to(device) if "token_type_ids" in enc else None)
-        at_mask = enc["input_ids"].eq(self.tokenizer.mask_token_id)  # (B, T)
         logits = self.model.cls.predictions(out.last_hidden_state[at_mask.to(device)])  # (M, D) -> (M, V)
+        return self._top(texts, at_mask, logits, top_k)
+
+    def _top(self, texts: list[str], at_mask: torch.Tensor, logits: torch.Tensor, top_k: int) -> list:
         scores, ids = logits.float().softmax(-1).topk(top_k, dim=-1)  # (M, k) each
         rows = at_mask.nonzero()[:, 0].tolist()  # (M,) the text of each mask
         result: list[list[list[dict]]] = [[] for _ in texts]
@@ -325,8 +369,9 @@ def load_predictor(model_dir: str) -> FillMaskPredictor:
     settings = read_settings(Settings, config, str(Path(model_dir) / "config.json"))
     model, report = load_mlm_model(model_dir, nsp=settings.nsp)
     if report["mlm_head"] == "new":
-        raise BertkitError(f"{model_dir} has no MLM head (cls.predictions.* weights): its predictions would come "
-                           "from a random head — use the output directory of `bertkit run mlm`")
+        head = report["new_mlm_keys"][0].split(".")[0]
+        raise BertkitError(f"{model_dir} has no MLM head ({head}.* weights): its predictions would come from a random "
+                           "head — use the output directory of `bertkit run mlm`")
     return FillMaskPredictor(load_tokenizer(model_dir), model.eval(), settings)
 
 

@@ -61,7 +61,7 @@ from filelock import FileLock
 from bertkit import speed
 from bertkit.errors import BertkitError
 from bertkit.tasks.mlm.whole_word_masking import (WHOLE_WORD_MODES, WholeWord, add_word_ids, chinese_word_ids,
-                                                  wordpiece_word_ids)
+                                                  piece_marker, wordpiece_word_ids)
 
 CORPUS_VERSION = "1"
 """Part of every fingerprint: bump it when a map function changes what it writes, so old caches are not reused."""
@@ -846,7 +846,7 @@ def _encode_sentences(docs: list[list[str]], tokenizer, whole_word: str) -> list
         word_ids = None
         if whole_word != "none":
             tokens = tokenizer.convert_ids_to_tokens(ids)
-            word_ids = (wordpiece_word_ids(tokens) if whole_word == "wordpiece"
+            word_ids = (wordpiece_word_ids(tokens, marker=piece_marker(tokenizer)) if whole_word == "wordpiece"
                         else chinese_word_ids(flat[i], enc["offset_mapping"][i], tokens))
         sentences.append(Sentence(list(ids), word_ids))
     it = iter(sentences)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 import re
 from typing import Any, Literal, Sequence
@@ -56,21 +57,52 @@ def _renumber(raw: Sequence[int | None]) -> list[int | None]:
     return [None if w is None else new.setdefault(w, len(new)) for w in raw]
 
 
-def wordpiece_word_ids(
-    tokens: Sequence[str], special_tokens: frozenset[str] | set[str] = NON_WORD_TOKENS
-) -> list[int | None]:
-    """Word index per WordPiece token: a token starts a word, its following `##` tokens continue it.
+# How a tokenizer marks the pieces of one word: WordPiece marks a continuation (`##able`), byte-level BPE
+# (RoBERTa, ModernBERT) and SentencePiece (XLM-R, DeBERTa-v3, ALBERT) mark a word's start (`Ġable`, `▁able`).
+WORDPIECE = ("##", False)  # (prefix, whether the prefix starts a word)
 
-    `["[CLS]", "un", "##able", "to", "[SEP]"]` -> `[None, 0, 0, 1, None]`.
+
+def piece_marker(tokenizer) -> tuple[str, bool]:
+    """The word-piece marker of a tokenizer, read from its backend (tokenizer.json): WordPiece's continuing-subword
+    prefix, or the word-start symbol of a ByteLevel / Metaspace pre-tokenizer (alone or inside a Sequence). A
+    tokenizer without a backend (slow) is WordPiece here, as BERT's slow tokenizer is."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return WORDPIECE
+    spec = json.loads(backend.to_str())
+    if spec["model"]["type"] == "WordPiece":
+        return spec["model"].get("continuing_subword_prefix") or "##", False
+    pre = spec.get("pre_tokenizer") or {}
+    for part in pre.get("pretokenizers") or [pre]:
+        if part.get("type") == "ByteLevel":
+            return "\u0120", True  # Ġ: the byte-level form of the space before a word
+        if part.get("type") == "Metaspace":
+            return part.get("replacement", "\u2581"), True  # ▁
+    raise BertkitError(f"{type(tokenizer).__name__} marks words neither by WordPiece ## pieces nor by a byte-level "
+                       "or SentencePiece word start — set masking.whole_word=none (token-level masking)")
+
+
+def wordpiece_word_ids(
+    tokens: Sequence[str], special_tokens: frozenset[str] | set[str] = NON_WORD_TOKENS,
+    marker: tuple[str, bool] = WORDPIECE,
+) -> list[int | None]:
+    """Word index per sub-word token: with WordPiece a token starts a word and its following `##` tokens continue
+    it; with a word-start marker (`marker=("Ġ", True)`, `("▁", True)`) a marked token starts a word and the
+    unmarked ones after it continue it.
+
+    `["[CLS]", "un", "##able", "to", "[SEP]"]` -> `[None, 0, 0, 1, None]`;
+    `["<s>", "Ġun", "able", "Ġto", "</s>"]` with ("Ġ", True) -> `[None, 0, 0, 1, None]`.
     """
+    prefix, prefix_starts = marker
     raw: list[int | None] = []
     word = -1
     for token in tokens:
         if token in special_tokens:
             raw.append(None)
             continue
-        # A `##` piece right after a special token has no word to continue: it starts one.
-        if not (token.startswith("##") and raw and raw[-1] is not None):
+        # A piece right after a special token has no word to continue: it starts one.
+        continues = token.startswith(prefix) != prefix_starts
+        if not (continues and raw and raw[-1] is not None):
             word += 1
         raw.append(word)
     return _renumber(raw)
@@ -116,7 +148,7 @@ def _row_word_ids(encoding, row: int, tokenizer, mode: str, texts: Sequence[str]
     tokens = tokenizer.convert_ids_to_tokens(list(encoding["input_ids"][row]))
     special = set(tokenizer.all_special_tokens) - {tokenizer.unk_token}
     if mode == "wordpiece":
-        return wordpiece_word_ids(tokens, special)
+        return wordpiece_word_ids(tokens, special, piece_marker(tokenizer))
     if texts is None or "offset_mapping" not in encoding:
         raise BertkitError("chinese word ids need the texts and an encoding made with return_offsets_mapping=True")
     sample = encoding["overflow_to_sample_mapping"][row] if "overflow_to_sample_mapping" in encoding else row
@@ -275,6 +307,9 @@ class MaskingCollator:
             mlm_probability, mask_replace_prob, random_replace_prob)
         self.pad_to_multiple_of = pad_to_multiple_of
         never = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id}
+        # word pieces: how this tokenizer marks them, and which tokens are no word ([UNK] stands for real text)
+        self._marker = piece_marker(tokenizer) if whole_word == "wordpiece" else WORDPIECE
+        self._special = NON_WORD_TOKENS | (set(tokenizer.all_special_tokens) - {tokenizer.unk_token})
         self.never_select = torch.tensor(sorted(i for i in never if i is not None), dtype=torch.long)
         self.random_ids = random_token_ids(tokenizer)
         self._generators: dict[int | None, torch.Generator] = {}
@@ -367,7 +402,8 @@ class MaskingCollator:
                 raise BertkitError("whole_word='chinese' needs a 'word_ids' column; "
                                    "build it with add_word_ids(..., mode='chinese')")
             if word_ids is None:
-                word_ids = wordpiece_word_ids(self.tokenizer.convert_ids_to_tokens(list(f["input_ids"])))
+                word_ids = wordpiece_word_ids(self.tokenizer.convert_ids_to_tokens(list(f["input_ids"])),
+                                              self._special, self._marker)
             if len(word_ids) != len(f["input_ids"]):
                 n = len(f["input_ids"])
                 raise BertkitError(f"feature {i}: word_ids has {len(word_ids)} entries but input_ids has {n}")
@@ -528,4 +564,5 @@ __all__ = [
     "resolve_whole_word",
     "with_example_ids",
     "wordpiece_word_ids",
+    "piece_marker",
 ]
