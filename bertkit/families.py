@@ -37,6 +37,8 @@ class Family:
     """fp16 overflows in its attention: precision=fp16 is refused, bf16 or fp32 offered."""
     shared_layers: bool = False
     """One layer's weights are shared across depth (ALBERT): layer-wise decay sees a single layer."""
+    lora_targets: tuple[str, ...] = ("query", "value")
+    """The attention projections LoRA wraps when lora.target_modules is left at its default (query, value)."""
     export_note: str = ""
     """Why `bertkit export` refuses the family ("" when it exports)."""
 
@@ -52,14 +54,17 @@ FAMILIES = {family.model_type: family for family in (
     Family("roberta", "RoBERTa", "FacebookAI/roberta-base"),
     Family("xlm-roberta", "XLM-RoBERTa", "FacebookAI/xlm-roberta-base, BAAI/bge-m3"),
     Family("deberta-v2", "DeBERTa-v2/v3", "microsoft/deberta-v3-base",
-           caveat="overflows in fp16 (microsoft/DeBERTa#77): use bf16 or fp32", fp16_overflows=True),
+           caveat="overflows in fp16 (microsoft/DeBERTa#77): use bf16 or fp32", fp16_overflows=True,
+           lora_targets=("query_proj", "value_proj")),
     Family("electra", "ELECTRA", "google/electra-base-discriminator, hfl/chinese-electra-180g-base-discriminator"),
-    Family("distilbert", "DistilBERT", "distilbert-base-uncased", caveat="no token types: pairs are one segment"),
+    Family("distilbert", "DistilBERT", "distilbert-base-uncased", caveat="no token types: pairs are one segment",
+           lora_targets=("q_lin", "v_lin")),
     Family("albert", "ALBERT", "albert-base-v2",
            caveat="one layer's weights shared across depth: llrd sees one layer", shared_layers=True),
     Family("ernie", "ERNIE", "nghuyong/ernie-3.0-base-zh"),
     Family("modernbert", "ModernBERT", "answerdotai/ModernBERT-base, jhu-clsp/mmBERT-base",
-           caveat="bf16 NaN losses reported in classification (ModernBERT#227): a NaN loss stops the run"),
+           caveat="bf16 NaN losses reported in classification (ModernBERT#227): a NaN loss stops the run",
+           lora_targets=("Wqkv",)),  # query, key and value in one fused projection
 )}
 
 BERT_TYPES = tuple(t for t, family in FAMILIES.items() if family.implementation == "bertkit")

@@ -179,13 +179,16 @@ def add_lora(model, options, task_type: str | None, modules_to_save: list[str] |
     type), name it in `modules_to_save` (trained in full, saved with the adapter)."""
     from peft import LoraConfig, get_peft_model
 
-    check_lora_targets(model, options.target_modules)
+    targets = list(options.target_modules)
+    if targets == ["query", "value"]:  # the default: the same projections under the family's own names
+        targets = list(family_of(model.config).lora_targets)
+    check_lora_targets(model, targets)
     lora = LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha, lora_dropout=options.dropout,
-                      target_modules=list(options.target_modules), modules_to_save=modules_to_save)
+                      target_modules=targets, modules_to_save=modules_to_save)
     model = get_peft_model(model, lora)
     trainable, total = model.get_nb_trainable_parameters()
     also = f" (+ {', '.join(modules_to_save)})" if modules_to_save else ""
-    say(f"LoRA r={options.r} on {', '.join(options.target_modules)}{also}: {trainable:,} of {total:,} parameters train")
+    say(f"LoRA r={options.r} on {', '.join(targets)}{also}: {trainable:,} of {total:,} parameters train")
     return model
 
 
