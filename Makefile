@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 OFFLINE := HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: setup demo test test-serial lint bench bench-model bench-e2e clean
+.PHONY: setup demo test test-serial lint bench bench-model bench-e2e bench-families clean
 
 setup: $(VENV)/.bertkit-installed
 
@@ -32,14 +32,19 @@ test-serial: setup
 lint: setup
 	$(BIN)/ruff check bertkit recipes tests benchmarks
 
-# Speed against transformers: the model on its own (about 3 min), then whole fine-tuning runs (about 10 min).
-bench: bench-model bench-e2e
+# Speed against transformers: the model on its own (about 3 min), whole fine-tuning runs (about 10 min), then one
+# row per encoder family (about 20 min).
+bench: bench-model bench-e2e bench-families
 
 bench-model: setup
 	$(OFFLINE) $(BIN)/python benchmarks/bench_model.py
 
 bench-e2e: setup
 	$(OFFLINE) $(BIN)/python benchmarks/bench_e2e.py
+
+# One row per encoder family: bertkit's classify recipe against a plain Trainer on the same tiny-wide model.
+bench-families: setup
+	$(OFFLINE) $(BIN)/python benchmarks/bench_families.py
 
 clean:
 	rm -rf runs .pytest_cache

@@ -76,7 +76,8 @@ class MaskingConfig:
     random_replace_prob: float = 0.1
     """Of the selected tokens: share replaced by a random token (the rest stay unchanged)."""
     whole_word: Literal["auto", "none", "wordpiece", "chinese"] = "auto"
-    """Mask whole words: wordpiece (## pieces), chinese (rjieba words), none; auto = chinese for a mostly-CJK corpus."""
+    """Mask whole words: wordpiece (a word's sub-word pieces: WordPiece ##, BPE Ġ / SentencePiece ▁ word starts),
+    chinese (rjieba words), none; auto = chinese for a mostly-CJK corpus, else wordpiece."""
 
 
 @dataclass
@@ -194,6 +195,10 @@ def build_model(cfg: Config, texts: Callable[[], Iterable[str]]) -> tuple:
     task.say_new_heads(cfg.model, notes, cfg.nsp)
     training.check_positions(cfg.data.max_length, model.config)
     if cfg.vocab.extend:
+        if whole_word_masking.piece_marker(tokenizer) != whole_word_masking.WORDPIECE:
+            raise BertkitError(f"vocab.extend adds words to a WordPiece vocabulary, and {cfg.model} has a "
+                               f"{type(tokenizer).__name__} (byte-level BPE or SentencePiece): not supported — set "
+                               "vocab.extend=false")
         notes["new_tokens"] = vocabulary.add_domain_words(model, tokenizer, texts(), cfg.vocab.max_new_tokens,
                                                           cfg.vocab.min_frequency, cfg.vocab.min_pieces)
     return model, tokenizer, notes

@@ -310,43 +310,47 @@ def _model_type(directory) -> str | None:
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             max_position_embeddings=128)
+# benchmarks/bench_families.py: wide enough that the encoder's compute, not the fixed overhead, sets the time
+WIDE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+            max_position_embeddings=128)
 
 
-def _config(family: str, vocab_size: int, ids: dict):
-    """A tiny config of the family, shaped as its Hub configs are in everything but size."""
+def _config(family: str, vocab_size: int, ids: dict, size: dict = TINY):
+    """A config of the family of `size` (TINY or WIDE), shaped as its Hub configs are in everything but size."""
     if family == "bert":
-        return transformers.BertConfig(vocab_size=vocab_size, **TINY, **ids)
+        return transformers.BertConfig(vocab_size=vocab_size, **size, **ids)
     if family == "roberta":
         # RoBERTa's positions start after the padding index (roberta-base: 514 rows for 512 tokens) and it has one
         # token type: 128 usable positions, as the other families have.
-        return transformers.RobertaConfig(vocab_size=vocab_size, **{**TINY, "max_position_embeddings": 130},
+        return transformers.RobertaConfig(vocab_size=vocab_size, **{**size, "max_position_embeddings": 130},
                                           type_vocab_size=1, **ids)
     if family == "xlm-roberta":
-        return transformers.XLMRobertaConfig(vocab_size=vocab_size, **{**TINY, "max_position_embeddings": 130},
+        return transformers.XLMRobertaConfig(vocab_size=vocab_size, **{**size, "max_position_embeddings": 130},
                                              type_vocab_size=1, **ids)
     if family == "deberta-v2":
         # As microsoft/deberta-v3-small: relative attention only (no absolute positions, no token types).
         return transformers.DebertaV2Config(
-            vocab_size=vocab_size, **TINY, relative_attention=True, max_relative_positions=-1, position_buckets=256,
+            vocab_size=vocab_size, **size, relative_attention=True, max_relative_positions=-1, position_buckets=256,
             pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
-            type_vocab_size=0, layer_norm_eps=1e-7, pooler_hidden_size=TINY["hidden_size"], **ids)
+            type_vocab_size=0, layer_norm_eps=1e-7, pooler_hidden_size=size["hidden_size"], **ids)
     if family == "electra":
-        return transformers.ElectraConfig(vocab_size=vocab_size, embedding_size=32, **TINY, **ids)
+        return transformers.ElectraConfig(vocab_size=vocab_size, embedding_size=size["hidden_size"], **size, **ids)
     if family == "distilbert":
-        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                             max_position_embeddings=128, **ids)
+        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=size["hidden_size"],
+                                             n_layers=size["num_hidden_layers"], n_heads=size["num_attention_heads"],
+                                             hidden_dim=size["intermediate_size"], max_position_embeddings=128, **ids)
     if family == "albert":
         # One group of one layer, shared across the 2 layers of depth; a factorised embedding smaller than hidden.
-        return transformers.AlbertConfig(vocab_size=vocab_size, embedding_size=16, **TINY, num_hidden_groups=1,
-                                         inner_group_num=1, hidden_act="gelu_new", **ids)
+        return transformers.AlbertConfig(vocab_size=vocab_size, embedding_size=size["hidden_size"] // 2, **size,
+                                         num_hidden_groups=1, inner_group_num=1, hidden_act="gelu_new", **ids)
     if family == "ernie":
         # As nghuyong/ernie-3.0-base-zh: a task-type table beside 4 token types (task_type_ids default to 0).
-        return transformers.ErnieConfig(vocab_size=vocab_size, **TINY, type_vocab_size=4, use_task_id=True,
+        return transformers.ErnieConfig(vocab_size=vocab_size, **size, type_vocab_size=4, use_task_id=True,
                                         task_type_vocab_size=3, **ids)
     if family == "modernbert":
         # Layer 0 global, layer 1 sliding-window (local_attention 16, so windows bite on short test inputs); mean
         # pooling as answerdotai/ModernBERT-base's config has it.
-        return transformers.ModernBertConfig(vocab_size=vocab_size, **{**TINY, "max_position_embeddings": 512},
+        return transformers.ModernBertConfig(vocab_size=vocab_size, **{**size, "max_position_embeddings": 512},
                                              local_attention=16, classifier_pooling="mean", **ids)
     raise ValueError(f"unknown family {family!r}")
 
@@ -362,11 +366,12 @@ def _token_ids(family: str, tokenizer) -> dict:
     return {key: value for key, value in ids.items() if value is not None}
 
 
-def tiny_checkpoint(family: str, directory, texts: list[str] | None = None, seed: int = 0) -> Path:
+def tiny_checkpoint(family: str, directory, texts: list[str] | None = None, seed: int = 0, wide: bool = False
+                    ) -> Path:
     """Save a tiny random masked-LM checkpoint of `family` and its tokenizer into `directory` (created if needed).
 
     `texts` trains the tokenizer (default: the repo's sample data); `seed` fixes the weights, so two calls with the
-    same arguments save the same checkpoint."""
+    same arguments save the same checkpoint. `wide`: hidden 256, 4 layers (benchmarks)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}: one of {', '.join(FAMILIES)}")
     directory = Path(directory)
@@ -376,7 +381,7 @@ def tiny_checkpoint(family: str, directory, texts: list[str] | None = None, seed
     if family in ("modernbert", "deberta-v2"):
         # Their Hub embedding tables are larger than the tokenizer (50368 rows for 50285 tokens, 128100 for 128001).
         vocab_size = 8 * math.ceil(vocab_size / 8)
-    config = _config(family, vocab_size, _token_ids(family, tokenizer))
+    config = _config(family, vocab_size, _token_ids(family, tokenizer), WIDE if wide else TINY)
     torch.manual_seed(seed)
     model = transformers.AutoModelForMaskedLM.from_config(config)
     model.save_pretrained(directory)

@@ -99,18 +99,22 @@ def test_classify_runs_predicts_and_evaluates(classify_runs, pairs, family, tmp_
 
 
 STOCK_SCRIPT = r"""
-import json, sys
+import csv, json, sys
 import torch, transformers
 assert "bertkit" not in sys.modules
-run_dir, pairs = sys.argv[1], json.loads(sys.argv[2])
-tokenizer = transformers.AutoTokenizer.from_pretrained(run_dir)
-model = transformers.AutoModelForSequenceClassification.from_pretrained(run_dir).eval()
-encoded = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, truncation=True, max_length=48,
-                    return_tensors="pt")
-with torch.no_grad():
-    probabilities = model(**encoded).logits.softmax(-1)
-print(json.dumps({"class": type(model).__name__, "labels": model.config.id2label,
-                  "probabilities": probabilities.tolist(), "bertkit": "bertkit" in sys.modules}))
+with open(sys.argv[2], encoding="utf-8") as handle:
+    pairs = [(row["premise"], row["hypothesis"]) for row in csv.DictReader(handle)]
+results = {}
+for family, run_dir in json.loads(sys.argv[1]).items():
+    tokenizer = transformers.AutoTokenizer.from_pretrained(run_dir)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(run_dir).eval()
+    encoded = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, truncation=True, max_length=48,
+                        return_tensors="pt")
+    with torch.no_grad():
+        probabilities = model(**encoded).logits.softmax(-1)
+    results[family] = {"class": type(model).__name__, "labels": model.config.id2label,
+                       "probabilities": probabilities.tolist()}
+print(json.dumps({"results": results, "bertkit": "bertkit" in sys.modules}))
 """
 
 
@@ -118,29 +122,30 @@ def stock_outputs(script: str, *args: str) -> dict:
     """Run `script` in a fresh interpreter that never imports bertkit; its last stdout line as JSON."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
-                          cwd="/", timeout=300)
+                          cwd="/", timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_stock_transformers_loads_the_run_with_the_same_outputs(classify_runs, pairs, family, tmp_path):
-    out, _ = classify_runs(family)
-    import csv
+@pytest.fixture(scope="module")
+def stock(classify_runs, pairs):
+    """Every family's classify run loaded by stock transformers in one subprocess (one interpreter start)."""
+    outputs = stock_outputs(STOCK_SCRIPT, json.dumps({f: str(classify_runs(f)[0]) for f in FAMILIES}), pairs["dev"])
+    assert not outputs["bertkit"]
+    return outputs["results"]
 
-    with open(pairs["dev"], encoding="utf-8") as handle:
-        table = list(csv.DictReader(handle))
-    inputs = [(row["premise"], row["hypothesis"]) for row in table]
-    stock = stock_outputs(STOCK_SCRIPT, str(out), json.dumps(inputs))
-    assert not stock["bertkit"]
-    assert stock["class"] == json.loads((out / "config.json").read_text())["architectures"][0].replace(
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_stock_transformers_loads_the_run_with_the_same_outputs(classify_runs, stock, pairs, family, tmp_path):
+    out, _ = classify_runs(family)
+    assert stock[family]["class"] == json.loads((out / "config.json").read_text())["architectures"][0].replace(
         "Bertkit", "Bert")
     predictions = tmp_path / "p.jsonl"
     assert runner.invoke(app, ["predict", str(out), pairs["dev"], "-o", str(predictions)]).exit_code == 0
     ours = [json.loads(line)["probabilities"] for line in predictions.read_text().splitlines()]
-    names = [stock["labels"][str(i)] for i in range(len(stock["labels"]))]
+    names = [stock[family]["labels"][str(i)] for i in range(len(stock[family]["labels"]))]
     ours = np.array([[row[name] for name in names] for row in ours])
-    np.testing.assert_allclose(ours, np.array(stock["probabilities"]), atol=1e-4)
+    np.testing.assert_allclose(ours, np.array(stock[family]["probabilities"]), atol=1e-4)
 
 
 # ----------------------------------------------------------------------------------------------------- LLRD
@@ -205,6 +210,37 @@ def test_modernbert_takes_pooling_mean_as_its_own_setting(checkpoints):
 
     assert task_config(checkpoints("modernbert"), classifier_pooling="mean").classifier_pooling == "mean"
     assert task_config(checkpoints("modernbert"), classifier_pooling="cls").classifier_pooling == "cls"
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "distilbert", "modernbert"])
+def test_lora_wraps_each_family_s_own_attention_projections(checkpoints, pairs, family, tmp_path):
+    """lora.target_modules left at [query, value] means the same projections under the family's names; an adapter
+    saved alone (lora.merge=false) predicts through peft on the family's class."""
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "classify", f"model={checkpoints(family)}", f"data.train={pairs['train']}",
+                                 f"data.eval={pairs['dev']}", f"output_dir={out}", "lora.enabled=true",
+                                 "lora.merge=false", "data.max_length=48", *TINY])
+    assert result.exit_code == 0, result.output
+    targets = ", ".join(KNOWN[family].lora_targets)
+    assert f"LoRA r=8 on {targets}" in result.output
+    assert json.loads((out / "adapter_config.json").read_text())["target_modules"]
+    result = runner.invoke(app, ["predict", str(out), pairs["dev"], "-o", str(tmp_path / "p.jsonl")])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("family", ["distilbert", "deberta-v2", "modernbert"])
+def test_export_runs_every_family_s_graph(classify_runs, pairs, family, tmp_path):
+    """ONNX export of transformers' classes: no token_type_ids input where the model has none (DistilBERT,
+    ModernBERT), parity checked against PyTorch, and predict runs the export."""
+    pytest.importorskip("onnxruntime")
+    out, _ = classify_runs(family)
+    result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "onnx")])
+    assert result.exit_code == 0, result.output
+    exported = json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())
+    assert exported["parity_max_abs_diff"]["fp32"] < 1e-4
+    assert ("token_type_ids" in exported["inputs"]) == (family == "deberta-v2")
+    result = runner.invoke(app, ["predict", str(tmp_path / "onnx"), pairs["dev"], "-o", str(tmp_path / "p.jsonl")])
+    assert result.exit_code == 0, result.output
 
 
 def test_max_length_follows_the_model_positions(checkpoints, pairs, tmp_path):

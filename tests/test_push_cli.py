@@ -61,3 +61,22 @@ def test_push_with_a_bad_token_is_one_line(hub, tiny_model_dir, sentiment, tmp_p
     result = runner.invoke(app, ["push", str(out), REPO, "--token", "hf_wrong", "--endpoint", hub.endpoint])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "token" in result.output.lower()
+
+
+def test_push_of_another_family_loads_as_that_family(hub, sentiment, tmp_path):  # noqa: F811
+    """A ModernBERT run (transformers' class, byte-level BPE tokenizer) pushed and loaded back by stock transformers."""
+    from families import tiny_checkpoint
+
+    out = trained_model(str(tiny_checkpoint("modernbert", tmp_path / "modernbert")), sentiment, tmp_path)
+    result = runner.invoke(app, ["push", str(out), "tester/modernbert", "--token", TOKEN, "--endpoint", hub.endpoint])
+    assert result.exit_code == 0, result.output
+    remote = hub.files("tester/modernbert")
+    card = remote["README.md"].decode()
+    assert "- modernbert" in card and "standard ModernBERT checkpoint" in card and "import bertkit" not in card
+    local = snapshot_download("tester/modernbert", token=TOKEN, cache_dir=str(tmp_path / "cache"))
+    stock = transformers.AutoModelForSequenceClassification.from_pretrained(local).eval()
+    assert type(stock) is transformers.ModernBertForSequenceClassification
+    batch = transformers.AutoTokenizer.from_pretrained(local)(["the film was great"], return_tensors="pt")
+    original = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
+    with torch.no_grad():
+        assert torch.allclose(stock(**batch).logits, original(**batch).logits, atol=1e-6)

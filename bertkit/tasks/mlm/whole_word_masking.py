@@ -565,4 +565,5 @@ __all__ = [
     "with_example_ids",
     "wordpiece_word_ids",
     "piece_marker",
+    "WORDPIECE",
 ]
