@@ -122,7 +122,7 @@ def main():
     import torch
 
     machine = f"{cpu_model()}, {args.threads} threads, torch {torch.__version__}"
-    print(f"{machine}; {args.repeats} repeats, interleaved; {args.repeats} repeats, interleaved")
+    print(f"{machine}; {args.rows} training rows, {args.repeats} repeats, interleaved")
     runs: dict[tuple[str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -7,8 +7,8 @@ it), the run's config.json (label map, task settings), tokenizer files and bertk
 long_doc), `onnx_export.json` (what was exported, the parity with PyTorch, dev metrics) and a completion record, so
 `bertkit predict EXPORT_DIR file.csv` and `bertkit evaluate` run it through ONNX Runtime (`--precision int8` picks
 the int8 file). Every fine-tuned head exports (sequence classification of every label kind, token classification,
-QA, multiple choice) with dynamic batch and sequence axes (and choices); inputs are input_ids, attention_mask and
-token_type_ids, int64.
+QA, multiple choice) of every encoder family with dynamic batch and sequence axes (and choices); inputs are
+input_ids, attention_mask and (where the model has them: not DistilBERT or ModernBERT) token_type_ids, int64.
 
 The model is exported with eager attention (transformers' sdpa mask traces wrong, docs/notes.md) on the padded path:
 bertkit's model never unpads while being traced (`is_tracing`), and `check_parity` compares ONNX Runtime with the
@@ -33,11 +33,11 @@ from . import tasks
 from .checkpoints import TOKENIZER_FILES, load_finetuned
 from .console import say, summary
 from .errors import BertkitError
-from .families import family_of, is_bertkit, position_limit
+from .families import is_bertkit, position_limit
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
-from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_config_json,
-                     read_run_config, remove_record, write_json_atomic, write_record)
+from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_run_config, remove_record,
+                     write_json_atomic, write_record)
 
 PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
@@ -82,16 +82,13 @@ def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
                            "support (the graph would be per window, without the pooling across windows) — run "
                            f"`bertkit predict {run_dir} FILE` on the run directory itself")
     head = head_of(run_dir)
-    family = family_of(read_config_json(Path(run_dir) / "config.json"), run_dir)
-    if not family.exports:
-        raise BertkitError(f"{run_dir} holds a {family.name} model, which bertkit does not export to ONNX "
-                           f"({family.export_note}) — predict and evaluate run the run directory itself")
     model = load_finetuned(head.model_class, run_dir, head.recipe).float().cpu().eval()
     model.set_attn_implementation("eager")
     return model, head
 
 
-def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, choices: int = 3) -> dict:
+def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, choices: int = 3,
+                  names: tuple[str, ...] = INPUT_NAMES) -> dict:
     """Random int64 inputs whose rows have different real lengths (the first row full): (B, T) or (B, N, T)."""
     generator = torch.Generator().manual_seed(seed)
     shape = (batch, choices, seq_len) if head.choices else (batch, seq_len)
@@ -102,7 +99,8 @@ def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, c
     segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(shape) * mask
     if getattr(config, "type_vocab_size", 0) < 2:  # RoBERTa's one segment, DeBERTa-v3's none
         segments = torch.zeros_like(segments)
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments.contiguous()}
+    inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments.contiguous()}
+    return {name: inputs[name] for name in names}
 
 
 def dynamic_shapes(head: Head, max_length: int, names: tuple[str, ...] = INPUT_NAMES) -> dict:
@@ -130,8 +128,7 @@ def _quiet():
 def export_onnx(model: nn.Module, head: Head, path: Path) -> Path:
     """torch.onnx.export (dynamo) with dynamic batch / sequence (/ choices) axes; one self-contained file."""
     names = input_names(model)
-    example = {name: value for name, value in padded_inputs(model.config, head, batch=2, seq_len=16).items()
-               if name in names}
+    example = padded_inputs(model.config, head, batch=2, seq_len=16, names=names)
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(OnnxOutputs(model, head), (), kwargs=example, dynamo=True,
                                     dynamic_shapes=dynamic_shapes(head, position_limit(model.config), names),
@@ -147,8 +144,7 @@ def check_parity(model: nn.Module, head: Head, path: Path, shapes=((1, 5), (3, 1
     runner, worst, names = session(path), 0.0, input_names(model)
     for number, (batch, seq_len) in enumerate(shapes):
         seq_len = min(seq_len, position_limit(model.config))
-        inputs = {name: value for name, value in padded_inputs(model.config, head, batch, seq_len, seed=number + 1
-                                                               ).items() if name in names}
+        inputs = padded_inputs(model.config, head, batch, seq_len, seed=number + 1, names=names)
         with torch.no_grad():
             expected = padded_forward(model, inputs)
         got = runner.run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})
@@ -232,8 +228,7 @@ def finish_export(out: Path, summary: dict) -> None:
 def int8_difference(model: nn.Module, head: Head, path: Path) -> float:
     """Max abs output difference of the int8 graph from PyTorch fp32 on one padded batch (informative only)."""
     names = input_names(model)
-    inputs = {name: value for name, value in padded_inputs(model.config, head, 4, min(32, position_limit(model.config)),
-                                                           seed=7).items() if name in names}
+    inputs = padded_inputs(model.config, head, 4, min(32, position_limit(model.config)), seed=7, names=names)
     with torch.no_grad():
         expected = padded_forward(model, inputs)
     got = session(path).run(list(head.outputs), {k: v.numpy() for k, v in inputs.items()})

@@ -39,12 +39,6 @@ class Family:
     """One layer's weights are shared across depth (ALBERT): layer-wise decay sees a single layer."""
     lora_targets: tuple[str, ...] = ("query", "value")
     """The attention projections LoRA wraps when lora.target_modules is left at its default (query, value)."""
-    export_note: str = ""
-    """Why `bertkit export` refuses the family ("" when it exports)."""
-
-    @property
-    def exports(self) -> bool:
-        return not self.export_note
 
 
 FAMILIES = {family.model_type: family for family in (
@@ -66,9 +60,6 @@ FAMILIES = {family.model_type: family for family in (
            caveat="bf16 NaN losses reported in classification (ModernBERT#227): a NaN loss stops the run",
            lora_targets=("Wqkv",)),  # query, key and value in one fused projection
 )}
-
-BERT_TYPES = tuple(t for t, family in FAMILIES.items() if family.implementation == "bertkit")
-
 
 def _model_type(config) -> str | None:
     return config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
@@ -176,5 +167,5 @@ def layer_of(parameter_name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-__all__ = ["Family", "FAMILIES", "BERT_TYPES", "family_of", "implementation_for", "model_class", "is_bertkit",
+__all__ = ["Family", "FAMILIES", "family_of", "implementation_for", "model_class", "is_bertkit",
            "check_fp16", "position_limit", "num_layers", "LAYER_INDEX", "layer_of", "supported"]

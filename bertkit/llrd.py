@@ -41,7 +41,7 @@ def _depth_and_name(parameter_name: str, num_layers: int, base_prefix: str) -> t
     index = layer_of(name)
     if index is not None:
         return index + 1, f"layer {index}"
-    if not name.startswith(f"{base_prefix}."):
+    if base_prefix and not name.startswith(f"{base_prefix}."):
         return num_layers + 2, "head"
     if "pooler." in name:
         return num_layers + 1, "pooler"
@@ -74,6 +74,8 @@ def llrd_param_groups(model: nn.Module, base_lr: float, decay: float = 1.0, head
     base_prefix = getattr(model, "base_model_prefix", "bert")
     if hasattr(model, "get_base_model"):  # a peft model: the wrapped model's prefix
         base_prefix = model.get_base_model().base_model_prefix
+    if getattr(model, "base_model", None) is model:  # a bare encoder: every parameter belongs to it
+        base_prefix = ""
     no_decay = _norm_parameters(model)
     groups: dict[GroupKey, list[nn.Parameter]] = {}
     for name, parameter in model.named_parameters():
