@@ -243,6 +243,29 @@ def test_export_runs_every_family_s_graph(classify_runs, pairs, family, tmp_path
     assert result.exit_code == 0, result.output
 
 
+def test_distill_into_a_student_of_the_family(classify_runs, checkpoints, pairs, tmp_path):
+    """A RoBERTa teacher distilled into a RoBERTa student given by student.model=; a student taken from the
+    teacher's layers is BERT's only, refused in one line."""
+    teacher, _ = classify_runs("roberta")
+    common = [f"teacher={teacher}", f"data.train={pairs['train']}", "data.max_length=48", *TINY]
+    result = runner.invoke(app, ["run", "distill", f"student.model={checkpoints('roberta')}",
+                                 f"data.eval={pairs['dev']}", f"output_dir={tmp_path / 'student'}", *common])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "student" / "config.json").read_text())
+    assert config["model_type"] == "roberta" and config["architectures"] == ["RobertaForSequenceClassification"]
+    result = runner.invoke(app, ["run", "distill", f"output_dir={tmp_path / 'layers'}", *common])
+    assert result.exit_code == 2 and "student.model=" in result.output.strip().splitlines()[-1], result.output
+
+
+def test_a_seed_band_on_another_family(checkpoints, pairs, tmp_path):
+    result = runner.invoke(app, ["run", "classify", f"model={checkpoints('xlm-roberta')}",
+                                 f"data.train={pairs['train']}", f"data.eval={pairs['dev']}",
+                                 f"output_dir={tmp_path / 'run'}", "seeds=[1,2]", "data.max_length=48", *TINY])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert len(metrics["seeds"]["runs"]) == 2 and metrics["implementation"] == "transformers' XLM-RoBERTa"
+
+
 def test_max_length_follows_the_model_positions(checkpoints, pairs, tmp_path):
     """RoBERTa's position table starts after the padding index: 130 entries hold 128 positions."""
     result = runner.invoke(app, ["run", "classify", f"model={checkpoints('roberta')}", f"data.train={pairs['train']}",
