@@ -96,14 +96,6 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 MIN_TOKENIZER_SIZE = 16  # the fallback tokenizer has only its special tokens
 
 
-def check_implementation(model_path: str) -> None:
-    """A local model directory's config.json of a model_type bertkit loads (`implementation_for`); a Hub id is
-    checked by resolve_model."""
-    config_file = Path(model_path).expanduser() / "config.json"
-    if config_file.is_file():
-        implementation_for(read_config_json(config_file), str(model_path))
-
-
 def check_model_dir(model_dir: str | Path, use: str, tokenizer: bool = True) -> None:
     """A local model directory checked before `use` loads it: config.json valid and of a model_type bertkit loads
     (`implementation_for`), weights whole, in safetensors and holding every encoder layer the config promises,
@@ -474,6 +466,6 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 __all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
-           "check_implementation", "task_config", "check_encoder_loaded", "check_encoder_layers",
+           "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
            "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8", "load_pretrained"]

@@ -350,7 +350,7 @@ class Run:
         self.cfg, self.recipe = cfg, recipe
         self.output_dir = Path(cfg.run.output_dir)
         self.started = time.perf_counter()
-        self.implementation: str | None = None  # set when training starts (implementation_line)
+        self.implementation: str | None = None  # set when training starts (implementation_of)
 
     @contextmanager
     def training(self, trainer: transformers.Trainer):

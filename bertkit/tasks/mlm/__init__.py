@@ -179,12 +179,12 @@ def load_mlm_model(path: str, nsp: bool = False):
     output starts from the same pooler as one fine-tuned from the original checkpoint."""
     from bertkit import BertkitForMaskedLM, BertkitForPreTraining, BertkitModel
 
-    from bertkit.checkpoints import check_encoder_loaded, check_implementation
+    from bertkit.checkpoints import check_encoder_loaded
     from bertkit.console import quiet_load_report
 
-    check_implementation(path)  # not an encoder bertkit knows: refused, not loaded
-    if implementation_for(read_config_json(Path(path) / "config.json") if Path(path, "config.json").is_file()
-                          else transformers.AutoConfig.from_pretrained(path)) != "bertkit":
+    config_file = Path(path) / "config.json"
+    config = read_config_json(config_file) if config_file.is_file() else transformers.AutoConfig.from_pretrained(path)
+    if implementation_for(config, path) != "bertkit":  # what is not an encoder bertkit knows is refused here
         return load_family_mlm(path, nsp)
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
     with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
