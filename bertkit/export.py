@@ -19,7 +19,6 @@ the optional extra `bertkit[onnx]`.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import shutil
 import warnings
@@ -33,7 +32,7 @@ from . import tasks
 from .checkpoints import TOKENIZER_FILES, load_finetuned
 from .console import say, summary
 from .errors import BertkitError
-from .families import is_bertkit, position_limit
+from .families import is_bertkit, position_limit, takes_token_types
 from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
                          session)
 from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_run_config, remove_record,
@@ -62,8 +61,7 @@ class OnnxOutputs(nn.Module):
 
 def input_names(model: nn.Module) -> tuple[str, ...]:
     """The graph's inputs: token_type_ids only for a model that has them (DistilBERT and ModernBERT have none)."""
-    takes_types = "token_type_ids" in inspect.signature(model.forward).parameters
-    return tuple(name for name in INPUT_NAMES if name != "token_type_ids" or takes_types)
+    return tuple(name for name in INPUT_NAMES if name != "token_type_ids" or takes_token_types(model))
 
 
 def padded_forward(model: nn.Module, inputs: dict):

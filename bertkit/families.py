@@ -13,6 +13,7 @@ bidirectional encoder is refused before anything is built, in one line naming it
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
 
@@ -129,6 +130,12 @@ def is_bertkit(model) -> bool:
     return family_of(model.config).implementation == "bertkit"
 
 
+def takes_token_types(model) -> bool:
+    """Whether a model's forward takes token_type_ids (DistilBERT's and ModernBERT's do not); a tokenizer of one
+    family may make them for a model that has none. inspect.signature follows the decorators' __wrapped__."""
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
 def check_fp16(config, fp16: bool) -> None:
     """A family that overflows in fp16 (DeBERTa-v3) is refused fp16 training before any step, whether fp16 was
     asked for or chosen by precision=auto on a GPU without bf16."""
@@ -168,4 +175,4 @@ def layer_of(parameter_name: str) -> int | None:
 
 
 __all__ = ["Family", "FAMILIES", "family_of", "implementation_for", "model_class", "is_bertkit",
-           "check_fp16", "position_limit", "num_layers", "LAYER_INDEX", "layer_of", "supported"]
+           "takes_token_types", "check_fp16", "position_limit", "num_layers", "LAYER_INDEX", "layer_of", "supported"]

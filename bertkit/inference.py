@@ -4,12 +4,12 @@ batches under a token budget, and one padded batch through the model on its devi
 from __future__ import annotations
 
 import contextlib
-import inspect
 
 import torch
 
 from .checkpoints import LOAD_PRECISION
 from .errors import BertkitError
+from .families import takes_token_types
 from .precision import resolve_precision
 
 INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
@@ -18,8 +18,7 @@ INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 def run_batch(model, batch):
     """The model's outputs for one padded batch, built on CPU and moved to the model's device. token_type_ids go
     only to a model that takes them (a tokenizer of one family may make them for a model of another that has none)."""
-    forward = getattr(model, "forward", model)  # an ONNX export is called as it is
-    takes_types = "token_type_ids" in inspect.signature(forward).parameters or not hasattr(model, "forward")
+    takes_types = not hasattr(model, "forward") or takes_token_types(model)  # an ONNX export fills in zeros itself
     return model(**{key: value.to(model.device) for key, value in batch.items()
                     if key != "token_type_ids" or takes_types})
 

@@ -17,7 +17,6 @@ The rest of the task lives beside it:
 from __future__ import annotations
 
 import collections
-import inspect
 import json
 import math
 import random
@@ -35,7 +34,7 @@ from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from bertkit.checkpoints import load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
-from bertkit.families import implementation_for, is_bertkit
+from bertkit.families import implementation_for, is_bertkit, takes_token_types
 from bertkit.rundir import atomic_output, check_output_path, read_config_json, write_json
 from bertkit.tasks import SETTINGS_KEY, read_settings
 from bertkit.tasks.mlm.corpus import encode, read_examples
@@ -207,7 +206,7 @@ def load_mlm_model(path: str, nsp: bool = False):
 def encoder_inputs(model, batch: dict) -> dict:
     """input_ids, attention_mask and (for a model that has them) token_type_ids of a batch."""
     keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in batch and
-                                              "token_type_ids" in inspect.signature(model.forward).parameters else [])
+                                              takes_token_types(model) else [])
     return {key: batch[key] for key in keys}
 
 
