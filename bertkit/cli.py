@@ -219,15 +219,20 @@ def predict(
     output: str = typer.Option("predictions.jsonl", "--output", "-o", help="Output .jsonl or .csv."),
     batch_size: int = typer.Option(64, help="Rows per batch (batches also respect a token budget)."),
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
+    min_confidence: Optional[float] = typer.Option(
+        None, "--min-confidence", help="classify: rows less confident than this (0-1, after the run's calibration) "
+        "get no label and abstained=true, for a person to decide (default: the run's abstain_below, if any)."),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa), the chosen option (choice) or, for each [MASK] of a text line, the likeliest tokens
     (mlm) — the model directory says which."""
     from .console import console_session
     from .inference import inference_precision
+    from .tasks.classify import check_min_confidence
 
+    check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
     with console_session(), inference_precision(precision):  # bertkit's bar over examples, not transformers' bars
-        count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size)
+        count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size, min_confidence)
     typer.echo(f"wrote {count} predictions to {output}")
 
 
@@ -279,7 +284,7 @@ def inspect_command(
                                    "decides a label column that auto refuses as ambiguous."),
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
-    from .console import summary
+    from .console import summary, warn
     from .inspection import coverage_table, inspect_data, label_rows
 
     report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
@@ -291,8 +296,12 @@ def inspect_command(
         **{k: v for k, v in tokens.items() if isinstance(v, int)},
         f"share over {max_length}": f"{tokens['over_max_length']:.1%}",
         "tokens kept by truncation": f"{tokens['tokens_kept_by_truncation']:.1%}",
+        "data.max_length=auto": f"{report['auto_max_length']['value']} (truncates "
+                                f"{report['auto_max_length']['truncated']:.1%} of rows)",
         "[UNK] rate": f"{report['unknown_token_rate']:.2%}"})
     summary(*coverage_table(report))
+    for line in report["warnings"]:
+        warn(line)
     quality = report["quality"]
     summary("quality", {**{f"train {k}": v for k, v in quality["train"].items() if not isinstance(v, list)},
                         "train/dev overlap": quality["train_dev_overlap"]})

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import transformers
 
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from .datafiles import read_table, resolve_columns
+from .families import position_limit
 from .splits import duplicate_and_overlap_report, load_split
 from .tasks.long_documents import LongDocConfig, covered, plan_windows, short_segment_keep
 
@@ -47,6 +49,30 @@ def unknown_rate(tokenizer, texts: list[str]) -> float:
     total = sum(len(ids) for ids in encoded)
     unknown = sum(ids.count(tokenizer.unk_token_id) for ids in encoded)
     return unknown / max(total, 1)
+
+
+AUTO_PERCENTILE = 99  # data.max_length=auto covers this share of the training texts
+IMBALANCE_RATIO = 5  # inspect suggests class_weights=auto when the largest label has this many times the smallest
+
+
+def auto_max_length(lengths: np.ndarray, limit: int) -> tuple[int, float]:
+    """data.max_length=auto: the smallest multiple of 8 covering the 99th percentile of the training texts' token
+    lengths (special tokens included), within the model's `limit` positions; and the share of rows it truncates."""
+    value = int(np.ceil(np.percentile(lengths, AUTO_PERCENTILE) / 8) * 8)
+    value = min(max(value, 8), limit)
+    return value, float((lengths > value).mean())
+
+
+def imbalance_warning(counts: dict[str, int]) -> str | None:
+    """A line for `bertkit inspect` when the labels are strongly imbalanced (single-label)."""
+    present = {name: count for name, count in counts.items() if count}
+    if len(present) < 2:
+        return None
+    (big, most), (small, least) = max(present.items(), key=lambda i: i[1]), min(present.items(), key=lambda i: i[1])
+    if most < IMBALANCE_RATIO * least:
+        return None
+    return (f"labels are imbalanced: {big} has {most:,} rows, {small} {least:,} ({most / least:.0f}x) — consider "
+            "class_weights=auto (inverse-frequency loss weights) and watch macro_f1 rather than accuracy")
 
 
 def length_summary(lengths: np.ndarray, max_length: int) -> dict:
@@ -128,22 +154,28 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
     train, columns, labels = load_split(train_path, column_overrides, None, require_label=has_labels,
                                         label_kind=label_kind)
     dev = load_split(dev_path, column_overrides, labels, require_label=has_labels)[0] if dev_path else None
-    tokenizer = load_tokenizer(resolve_model(model))
+    model_path = resolve_model(model)
+    tokenizer = load_tokenizer(model_path)
     texts = list(train[columns.text])
     pairs = list(train[columns.text_pair]) if columns.text_pair else None
     lengths = token_lengths(tokenizer, texts, pairs)
+    auto, auto_truncated = auto_max_length(lengths, position_limit(transformers.AutoConfig.from_pretrained(model_path)))
     return {
         "file": train_path, "rows": len(train),
         "columns": {"text": columns.text, "text_pair": columns.text_pair, "label": columns.label},
         "label_kind": labels.kind if labels else None,
         "labels": label_distribution(train, labels),
+        "warnings": [line for line in [imbalance_warning(label_distribution(train, labels))
+                                       if labels is not None and labels.kind == "single" else None] if line],
         "max_length": max_length,
         "tokens": length_summary(lengths, max_length),
+        "auto_max_length": {"value": auto, "truncated": auto_truncated},
         "long_doc": coverage_report(tokenizer, texts, pairs, max_length, long_doc),
         "unknown_token_rate": unknown_rate(tokenizer, texts + (pairs or [])),
         "quality": duplicate_and_overlap_report(train, dev, columns),
     }
 
 
-__all__ = ["inspect_data", "label_distribution", "label_rows", "token_lengths", "unknown_rate", "length_summary",
+__all__ = ["inspect_data", "auto_max_length", "imbalance_warning", "label_distribution", "label_rows",
+           "token_lengths", "unknown_rate", "length_summary",
            "strategy_settings", "document_coverage", "coverage_report", "coverage_table"]

@@ -42,6 +42,29 @@ def sequence_loss(logits, labels, problem_type: str, num_items_in_batch=None) ->
     return token_cross_entropy(logits, labels, num_items_in_batch)
 
 
+class ClassWeightedLoss:
+    """Trainer's `compute_loss_func` for class weights (`class_weights`, bertkit/tasks/classify.py): single-label
+    cross-entropy with a weight per class, or multi-label BCE with a positive weight per label. Trainer pops the
+    labels, runs the model without them and calls this with the step's `num_items_in_batch`; the weighted sum over
+    that count keeps gradient accumulation exact, as `sequence_loss` does. Works for every family's model (it only
+    reads `outputs.logits`)."""
+
+    def __init__(self, weights: list[float], multi_label: bool):
+        self.weights, self.multi_label = torch.tensor(weights, dtype=torch.float32), multi_label
+
+    def __call__(self, outputs, labels, num_items_in_batch=None) -> torch.Tensor:
+        logits = (outputs["logits"] if isinstance(outputs, dict) else outputs[0]).float()
+        weights = self.weights.to(logits.device)
+        if self.multi_label:
+            labels = labels.to(logits.dtype).view(logits.shape)
+            loss_sum = F.binary_cross_entropy_with_logits(logits, labels, pos_weight=weights, reduction="sum")
+            return normalise(loss_sum, labels.numel(), num_items_in_batch)
+        labels = labels.reshape(-1).to(logits.device)
+        loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels, weight=weights,
+                                   ignore_index=IGNORE_INDEX, reduction="sum")
+        return normalise(loss_sum, labels.ne(IGNORE_INDEX).sum().clamp(min=1), num_items_in_batch)
+
+
 def infer_problem_type(config, labels) -> str:
     """transformers' rule: 1 label -> regression; integer labels -> single-label; float multi-hot -> multi-label."""
     if config.problem_type is not None:
@@ -53,4 +76,5 @@ def infer_problem_type(config, labels) -> str:
     return "multi_label_classification"
 
 
-__all__ = ["IGNORE_INDEX", "normalise", "token_cross_entropy", "sequence_loss", "infer_problem_type"]
+__all__ = ["IGNORE_INDEX", "normalise", "token_cross_entropy", "sequence_loss", "ClassWeightedLoss",
+           "infer_problem_type"]

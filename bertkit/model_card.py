@@ -407,6 +407,8 @@ def _body(card: dict) -> str:
                          "every class.")
         if card["curve"]:
             parts.append("![Training curve](training_curve.png)")
+    if card.get("temperature"):
+        parts.append(_CALIBRATION_NOTE.format(", ".join(f"{t:g}" for t in card["temperature"])))
     if card.get("report"):
         parts.append("The whole run on one page — curves, the dev predictions, the diagnosis, the settings: "
                      "[report.html](report.html) (self-contained; download it and open it in a browser).")
@@ -419,6 +421,12 @@ def _body(card: dict) -> str:
             parts.append(f"... and {more:,} more labels: config.json's `id2label` lists all {len(card['labels']):,}.")
     parts += ["## How to use", usage_snippet(card)]
     return "\n\n".join(parts) + "\n"
+
+
+_CALIBRATION_NOTE = ("Calibration: `bertkit predict` divides the logits by a temperature fitted on the dev split "
+                     "({}; config.json's `bertkit_task_settings.temperature`) so that its probabilities match how "
+                     "often the model is right. This is bertkit's post-processing: plain `transformers` loads the "
+                     "same model with the uncalibrated softmax (for a single-label model, the same labels).")
 
 
 _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "
@@ -593,6 +601,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "bertkit_only": bertkit_only_reason(model_config) if family.implementation == "bertkit" else None,
         "document_model": any("ForDocumentClassification" in str(arch)
                               for arch in model_config.get("architectures") or []),
+        "temperature": (model_config.get("bertkit_task_settings") or {}).get("temperature"),
     }
 
 

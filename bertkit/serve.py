@@ -109,7 +109,8 @@ class ClassifyEndpoint:
         self.count = _token_counter(classifier.tokenizer, classifier.max_length)
         self.info = {"labels": classifier.labels.names, "label_kind": classifier.labels.kind,
                      "pairs": self.takes_pairs, "max_length": classifier.max_length,
-                     "long_doc": classifier.long_doc.strategy}
+                     "long_doc": classifier.long_doc.strategy, "temperature": classifier.temperature,
+                     "abstain_below": classifier.abstain_below}
 
     @staticmethod
     def one(value, where: str) -> tuple[str, str | None]:
@@ -152,7 +153,8 @@ class ClassifyEndpoint:
                 probs = predict_probabilities(self.predictor, [examples[i][0] for i in indices],
                                               [examples[i][1] for i in indices] if paired else None)
                 for i, row in zip(indices, probs):
-                    records[i] = describe_prediction(row, labels, labels.threshold)
+                    records[i] = describe_prediction(row, labels, labels.threshold,
+                                                     self.predictor.abstain_below)
         return records
 
 

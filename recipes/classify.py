@@ -12,6 +12,12 @@ overlapping windows (chunk) whose predictions are aggregated per document, so de
 never windows; long_doc.aggregate=attention trains a document model instead (bertkit/modeling_document.py): one row
 per document holding its windows (at most long_doc.max_windows, 16 when null), pooled by learned attention. What
 predict / evaluate need (max_length, columns, long_doc) is saved in the model's config.json.
+
+With a dev split the final model's probabilities are calibrated (calibrate=true: one temperature fitted on dev,
+bertkit/calibration.py; metrics.json's `calibration` gives the ECE before and after and the coverage table, `slices`
+the dev metrics by length and by head / tail label); predict applies the temperature and, below abstain_below (or
+`predict --min-confidence`), abstains. class_weights=auto weighs the loss by inverse label frequency (Trainer's
+compute_loss_func, exact under gradient accumulation); data.max_length=auto picks the length from the training texts.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from typing import Annotated, Literal
 import transformers
 from pydantic import Field
 
-from bertkit import BertkitForSequenceClassification, checkpoints, checks, families, options, tasks, training
+from bertkit import (BertkitForSequenceClassification, calibration, checkpoints, checks, families, inspection, losses,
+                     options, tasks, training)
 from bertkit.config import INLINE
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
@@ -43,8 +50,9 @@ class DataConfig:
     """single-label, multi-label (list or delimited labels) or regression; auto decides from the training labels."""
     label_delimiter: Annotated[str, Field(min_length=1)] = ";"
     """Separator of several labels in one string cell (multi-label)."""
-    max_length: checks.MaxLength = 128
-    """Tokens per example (per window), [CLS] and [SEP] included; longer texts follow long_doc.strategy."""
+    max_length: checks.MaxLength | Literal["auto"] = 128
+    """Tokens per example (per window), [CLS] and [SEP] included; longer texts follow long_doc.strategy. auto: the
+    smallest multiple of 8 covering 99 % of the training texts, within the model's positions."""
 
 
 @dataclass
@@ -59,11 +67,18 @@ class Config:
     """Sentence vector: BERT's [CLS] pooler, or the mean of the token vectors."""
     tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
     lora: options.LoraOptions = field(default_factory=options.LoraOptions)
+    class_weights: Literal["auto"] | dict[str, Annotated[float, Field(gt=0)]] | None = None
+    """Loss weight per label: auto (inverse frequency; multi-label: BCE pos_weight) or label=weight (others 1)."""
+    calibrate: bool = True
+    """With a dev split, fit a temperature on it so that probabilities match accuracy (saved; predict applies it)."""
+    abstain_below: Annotated[float, Field(gt=0, lt=1)] | None = None
+    """predict / serve give no label to rows less confident than this (marked abstained); saved with the model."""
     train: dict = field(default_factory=options.training_defaults)
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        self.long_doc.check(self.data.max_length)
+        if self.data.max_length != "auto":  # auto is checked once the training texts decide it (load_data)
+            self.long_doc.check(self.data.max_length)
         checks.check_recipe(self, has_eval=self.data.eval is not None)
         if task.uses_attention(self.long_doc) and self.lora.enabled and not self.lora.merge:
             # an adapter folder records no architecture: stock peft would rebuild a per-window sequence classifier
@@ -81,9 +96,10 @@ class Config:
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them
 
 
-def inference_settings(cfg: Config) -> task.Settings:
+def inference_settings(cfg: Config, temperature: list[float] | None = None) -> task.Settings:
     """What predict / evaluate need of this run, saved in the model's config.json."""
-    return task.Settings(cfg.data.max_length, **asdict(cfg.data.columns), long_doc=cfg.long_doc)
+    return task.Settings(cfg.data.max_length, **asdict(cfg.data.columns), long_doc=cfg.long_doc,
+                         temperature=temperature, abstain_below=cfg.abstain_below)
 
 
 def load_data(cfg: Config, tokenizer):
@@ -95,6 +111,10 @@ def load_data(cfg: Config, tokenizer):
     train, columns, labels = task.read_examples(cfg.data.train, overrides, None, require_label=True,
                                                 label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
     dev = task.read_examples(cfg.data.eval, overrides, labels, require_label=True)[0] if cfg.data.eval else None
+    if cfg.data.max_length == "auto":
+        choose_max_length(cfg, tokenizer, train, columns)
+    if labels.kind == "regression" and cfg.abstain_below is not None:
+        raise BertkitError("abstain_below: a regression model has no confidence to abstain on — remove it")
     cfg.long_doc.check(cfg.data.max_length, labels.kind)
     splits = [task.encode(tokenizer, split, columns, cfg.data.max_length, cfg.long_doc, name)
               if split is not None else None for name, split in (("train", train), ("dev", dev))]
@@ -104,6 +124,17 @@ def load_data(cfg: Config, tokenizer):
     if cfg.long_doc.strategy == "chunk":
         say_windows(cfg, *splits)
     return splits[0], splits[1], labels
+
+
+def choose_max_length(cfg: Config, tokenizer, train, columns) -> None:
+    """data.max_length=auto becomes a number here, from the training texts, and is saved as such (the resolved
+    config and the model's settings record the value, not "auto")."""
+    pairs = list(train[columns.text_pair]) if columns.text_pair else None
+    lengths = inspection.token_lengths(tokenizer, list(train[columns.text]), pairs)
+    limit = families.position_limit(checkpoints.task_config(checkpoints.resolve_model(cfg.model)))
+    cfg.data.max_length, truncated = inspection.auto_max_length(lengths, limit)
+    say(f"data.max_length=auto: {cfg.data.max_length} tokens (the longest training text has {max(lengths)}; "
+        f"truncates {truncated:.1%} of training rows)")
 
 
 def say_windows(cfg: Config, train, dev) -> None:
@@ -131,7 +162,8 @@ def check_model(cfg: Config, model_path: str) -> None:
     are bertkit's BERT only), and data.max_length within its positions."""
     config = checkpoints.task_config(model_path, classifier_pooling=cfg.pooling)
     families.model_class(config, model_class(cfg))
-    training.check_positions(cfg.data.max_length, config)
+    if cfg.data.max_length != "auto":
+        training.check_positions(cfg.data.max_length, config)
 
 
 def build_model(cfg: Config, model_path: str, labels: LabelSpace):
@@ -151,14 +183,26 @@ def dev_memory(cfg: Config) -> task.DevPredictions | None:
     return None if training.several_trainings(cfg) else task.DevPredictions()
 
 
-def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, threshold: float | None) -> None:
-    """Before it is saved: LoRA merged (lora.merge), and the multi-label threshold and the inference settings
-    recorded in the model config, where predict / evaluate read them."""
+def prepare_final_model(trainer, cfg: Config, labels: LabelSpace, final: task.FinalEvaluation | None) -> None:
+    """Before it is saved: LoRA merged (lora.merge), and what dev decided (the multi-label threshold, the
+    temperature) with the inference settings recorded in the model config, where predict / evaluate read them."""
     training.merge_lora(trainer, cfg.lora)
     final_model = trainer.model.base_model.model if cfg.lora.enabled and not cfg.lora.merge else trainer.model
     if labels.kind == "multi":
-        labels.threshold = final_model.config.multi_label_threshold = threshold
-    setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(inference_settings(cfg)))
+        labels.threshold = final_model.config.multi_label_threshold = final.threshold if final else None
+    settings = inference_settings(cfg, final.temperature if final else None)
+    setattr(final_model.config, tasks.SETTINGS_KEY, tasks.settings_dict(settings))
+
+
+def weighted_loss(cfg: Config, train, labels: LabelSpace) -> losses.ClassWeightedLoss | None:
+    """Trainer's compute_loss_func for class_weights (none without); the weights by label name replace `auto` in
+    the resolved config, so the run records what it trained with."""
+    weights = task.class_weights(cfg.class_weights, task.label_counts(train, labels), len(train), labels)
+    if weights is None:
+        return None
+    cfg.class_weights = weights
+    say(f"class weights: {capped([f'{name} {w:g}' for name, w in weights.items()])}")
+    return losses.ClassWeightedLoss(list(weights.values()), multi_label=labels.kind == "multi")
 
 
 def row_counts(train, dev, dev_docs) -> dict:
@@ -168,9 +212,20 @@ def row_counts(train, dev, dev_docs) -> dict:
 
 
 def summary_rows(results: dict) -> dict:
-    """The end-of-run table: dev metrics but the per-class ones (metrics.json has them), and the wall time."""
-    return {**{k: v for k, v in results["eval"].items() if not k.startswith(PER_CLASS_PREFIXES)},
-            "wall time (s)": results["wall_time_s"]}
+    """The end-of-run table: dev metrics but the per-class ones (metrics.json has them), calibration, the slices,
+    and the wall time."""
+    rows = {k: v for k, v in results["eval"].items() if not k.startswith(PER_CLASS_PREFIXES)}
+    if results.get("calibration"):
+        calibrated = results["calibration"]
+        rows["ECE raw -> calibrated"] = f"{calibrated['ece_before']:.3f} -> {calibrated['ece']:.3f}"
+        rows["coverage at confidence"] = calibration.coverage_line(calibrated["coverage"])
+    for group, entries in results.get("slices", {}).get("length", {}).items():
+        rows[group] = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{v} {k}" for k, v in entries.items())
+    for name in ("head_labels", "tail_labels"):
+        if name in results.get("slices", {}):
+            entry = results["slices"][name]
+            rows[f"{name.replace('_', ' ')} ({entry['labels']})"] = f"macro_f1 {entry['macro_f1']:.3f}"
+    return {**rows, "wall time (s)": results["wall_time_s"]}
 
 
 def main(cfg: Config) -> dict:
@@ -188,7 +243,7 @@ def main(cfg: Config) -> dict:
                                        task.SELECTION_METRIC[labels.kind])
     trainer = training.FineTuningTrainer(
         model=model, model_init=model_init, args=args, train_dataset=train, eval_dataset=dev,
-        processing_class=tokenizer,
+        processing_class=tokenizer, compute_loss_func=weighted_loss(cfg, train, labels),
         data_collator=(task.DocumentCollator(tokenizer) if task.uses_attention(cfg.long_doc)
                        else transformers.DataCollatorWithPadding(tokenizer)),
         compute_metrics=task.compute_metrics_fn(labels, doc_ids=dev_docs, how=cfg.long_doc.aggregate, memory=memory),
@@ -200,15 +255,16 @@ def main(cfg: Config) -> dict:
         else:
             train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
-    metrics, threshold, files = (task.final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory)
-                                 if dev is not None else ({}, None, {}))
-    prepare_final_model(trainer, cfg, labels, threshold)
+    final = (task.final_evaluation(trainer, dev, dev_docs, labels, cfg.long_doc.aggregate, memory, cfg.calibrate,
+                                   task.label_counts(train, labels)) if dev is not None else None)
+    prepare_final_model(trainer, cfg, labels, final)
     selection = training.selection_metric(args, task.SELECTION_METRIC[labels.kind])
-    results = run.results(metrics, train_result, threshold=threshold, selection_metric=selection,
-                          rows=row_counts(train, dev, dev_docs))
+    results = run.results(final.metrics if final else {}, train_result, threshold=final.threshold if final else None,
+                          selection_metric=selection, rows=row_counts(train, dev, dev_docs),
+                          **({"calibration": final.calibration, "slices": final.slices} if final else {}))
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # every process: collective under DDP / FSDP / DeepSpeed
-        run.save_files(trainer, results, selection, files)  # metrics.json, curve, resolved config, model card
+        run.save_files(trainer, results, selection, final.files if final else {})  # metrics.json, curve, config, card
     training.report(cfg, "classify", f"classify: {labels.kind} labels, dev metrics", summary_rows(results),
                     run.output_dir)
     return results

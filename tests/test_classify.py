@@ -149,7 +149,9 @@ def test_a_run_saves_its_inference_settings_in_the_model_config(tiny_model_dir, 
                               "long_doc.strategy=tail", "train.save_strategy=no", "train.eval_strategy=no",
                               "train.load_best_model_at_end=false"))
     saved = json.loads((out / "config.json").read_text())[tasks.SETTINGS_KEY]
-    assert saved == tasks.settings_dict(Settings(32, "text", None, None, LongDocConfig("tail")))
+    temperature = saved["temperature"]  # fitted on dev (calibrate=true by default): tests/test_calibration.py
+    assert len(temperature) == 1 and temperature[0] > 0
+    assert saved == tasks.settings_dict(Settings(32, "text", None, None, LongDocConfig("tail"), temperature))
     classifier = load_predictor(str(out))
     assert classifier.max_length == 32 and classifier.long_doc == LongDocConfig("tail")
 
@@ -232,7 +234,7 @@ def test_lora_adapter_saved_without_merging_predicts_like_peft(tiny_model_dir, s
 
     out = tmp_path / "run"
     run_recipe(base_overrides(tiny_model_dir, sentiment["train"], sentiment["dev"], out, "lora.enabled=true",
-                              "lora.r=4", "lora.merge=false"))
+                              "lora.r=4", "lora.merge=false", "calibrate=false"))  # peft gives the raw softmax
     assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]

@@ -377,10 +377,13 @@ def test_final_evaluation_reuses_the_kept_checkpoints_dev_predictions():
         return SimpleNamespace(state=SimpleNamespace(global_step=20, best_model_checkpoint=best),
                                args=SimpleNamespace(load_best_model_at_end=load_best), predict=predict)
 
-    assert final_evaluation(trainer("out/checkpoint-10"), None, doc_ids, labels, "mean", memory)[0]["accuracy"] == 1.0
-    assert final_evaluation(trainer("out/checkpoint-20"), None, doc_ids, labels, "mean", memory)[0]["accuracy"] == 0.0
-    assert final_evaluation(trainer("out/checkpoint-10", load_best=False), None, doc_ids, labels, "mean",
-                            memory)[0]["accuracy"] == 0.0  # the last step's weights
+    def accuracy(*args):
+        return final_evaluation(*args).metrics["accuracy"]
+
+    assert accuracy(trainer("out/checkpoint-10"), None, doc_ids, labels, "mean", memory) == 1.0
+    assert accuracy(trainer("out/checkpoint-20"), None, doc_ids, labels, "mean", memory) == 0.0
+    assert accuracy(trainer("out/checkpoint-10", load_best=False), None, doc_ids, labels, "mean",
+                    memory) == 0.0  # the last step's weights
     with pytest.raises(AssertionError, match="predicted again"):
         final_evaluation(trainer("out/checkpoint-30"), None, doc_ids, labels, "mean", memory)
 

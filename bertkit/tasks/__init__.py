@@ -87,6 +87,16 @@ def module_for_model(model_dir: str) -> ModuleType:
     return task_module(task.name)
 
 
+def no_confidence_cut(min_confidence: float | None, task: str) -> None:
+    """predict_file's `min_confidence` (`predict --min-confidence`) is the classifiers' abstention: the other tasks
+    take the argument, to keep one interface, and refuse a value in one line."""
+    if min_confidence is not None:
+        from bertkit.errors import BertkitError
+
+        raise BertkitError(f"--min-confidence is for classifiers, and this is a {task} model — leave "
+                           "--min-confidence out")
+
+
 def settings_dict(settings: Any) -> dict:
     """A task's Settings as the plain dict saved under SETTINGS_KEY in config.json."""
     return dataclasses.asdict(settings)
@@ -108,4 +118,4 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "module_for_model", "settings_dict", "read_settings"]
+           "task_module", "module_for_model", "no_confidence_cut", "settings_dict", "read_settings"]

@@ -26,7 +26,7 @@ from ..errors import BertkitError
 from ..inference import run_batch, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
 from ..rundir import atomic_output, check_output_path, write_json
-from . import SETTINGS_KEY, read_settings
+from . import SETTINGS_KEY, no_confidence_cut, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
 QUESTION_KEYS = ("question", "sent2", "stem", "问题")
 OPTIONS_KEYS = ("options", "choices", "endings", "选项")
@@ -206,9 +206,11 @@ def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch
     return np.stack(results)
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
     """The chosen option of every example, in input order, as JSONL: {"question", "choice" (index), "option"
     (its text), "score", "probabilities" (one per option)}."""
+    no_confidence_cut(min_confidence, "choice")
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name")
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])

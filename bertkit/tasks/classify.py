@@ -23,13 +23,16 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import datasets
 import numpy as np
+import sklearn.metrics as skm
 import torch
 import transformers
+from pydantic import Field
 
-from bertkit import tasks
+from bertkit import calibration, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress
 from bertkit.datafiles import ColumnMap
@@ -65,6 +68,10 @@ class Settings:
     """Column holding the label of a file to evaluate (None: auto-detected)."""
     long_doc: LongDocConfig = field(default_factory=LongDocConfig)
     """Texts longer than max_length: head / tail / head_tail truncation or chunk windows, as the run trained."""
+    temperature: list[Annotated[float, Field(gt=0)]] | None = None
+    """Logits are divided by this before the softmax / sigmoid (fitted on dev; one per label for multi-label)."""
+    abstain_below: Annotated[float, Field(gt=0, lt=1)] | None = None
+    """Rows whose confidence is below this get no label, marked abstained (predict --min-confidence overrides)."""
 
     def columns(self) -> dict:
         """The column overrides bertkit.splits.load_split takes."""
@@ -75,6 +82,9 @@ class Settings:
         if self.max_length is not None and self.max_length < 3:
             raise BertkitError(f"max_length={self.max_length} must be at least 3 ([CLS], [SEP] and some text)")
         self.long_doc.check(self.max_length or 512, kind)
+        if kind == "regression" and (self.temperature or self.abstain_below is not None):
+            raise BertkitError("temperature / abstain_below are for classifiers: a regression model has no "
+                               "probabilities to calibrate or abstain on — remove them")
 
 
 # ------------------------------------------------------------------------------------------------ encoding
@@ -144,9 +154,10 @@ SELECTION_METRIC = {"single": "macro_f1", "multi": "micro_f1", "regression": "pe
 DEFAULT_THRESHOLD = 0.5
 
 
-def probabilities(logits: np.ndarray, kind: str) -> np.ndarray:
-    """Softmax for single-label, sigmoid per label for multi-label, the raw value for regression. (N, C) -> (N, C)."""
-    logits = torch.as_tensor(np.asarray(logits, dtype=np.float32))
+def probabilities(logits: np.ndarray, kind: str, temperature: list[float] | None = None) -> np.ndarray:
+    """Softmax for single-label, sigmoid per label for multi-label, the raw value for regression. (N, C) -> (N, C).
+    `temperature`: the calibration the run fitted on dev (bertkit/calibration.py), dividing the logits first."""
+    logits = torch.as_tensor(calibration.scale(np.asarray(logits, dtype=np.float32), temperature))
     if kind == "single":
         return logits.softmax(-1).numpy()
     if kind == "multi":
@@ -174,9 +185,10 @@ def score(probs: np.ndarray, references, label_space: LabelSpace, threshold: flo
     return RegressionMetric().compute(predictions=predictions, references=np.asarray(references, dtype=float))
 
 
-def document_probabilities(logits, doc_ids: np.ndarray | None, kind: str, how: str = "mean") -> np.ndarray:
+def document_probabilities(logits, doc_ids: np.ndarray | None, kind: str, how: str = "mean",
+                           temperature: list[float] | None = None) -> np.ndarray:
     """(W, C) window logits -> (D, C) probabilities, one row per document (doc_ids None: a window per document)."""
-    probs = probabilities(logits, kind)
+    probs = probabilities(logits, kind, temperature)
     return probs if doc_ids is None else aggregate(probs, doc_ids, kind, how)
 
 
@@ -225,40 +237,169 @@ def compute_metrics_fn(label_space: LabelSpace, threshold: float = DEFAULT_THRES
     return compute_metrics
 
 
+@dataclass
+class FinalEvaluation:
+    """What the dev split says of the final model, and what it decides for predict."""
+
+    metrics: dict
+    """Dev metrics of the final model, per document."""
+    files: dict = field(default_factory=dict)
+    """Report files to write beside the model (single-label: classification report, confusion matrix)."""
+    threshold: float | None = None
+    """Multi-label: the decision threshold tuned on dev (on the calibrated probabilities)."""
+    temperature: list[float] | None = None
+    """The temperature(s) fitted on dev (calibrate=true), saved in the task settings."""
+    calibration: dict = field(default_factory=dict)
+    """ECE before and after calibration, and the coverage table at confidence 0.5 / 0.7 / 0.9."""
+    slices: dict = field(default_factory=dict)
+    """Dev metrics by token-length bucket and by label frequency (head / tail labels of the training split)."""
+
+
 def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggregate: str,
-                     memory: DevPredictions | None = None):
-    """Dev metrics of the final model, per document (window predictions aggregated); for multi-label, the threshold
-    that maximises micro-F1 on dev first. Also the report files a single-label run writes beside its model. The
-    predictions come from `memory` when an evaluation during training scored these very weights."""
+                     memory: DevPredictions | None = None, calibrate: bool = True,
+                     train_counts: np.ndarray | None = None) -> FinalEvaluation:
+    """Dev metrics of the final model, per document (window predictions aggregated). With `calibrate`, the
+    temperature that makes the dev probabilities honest is fitted first (bertkit/calibration.py); for multi-label,
+    the threshold that maximises micro-F1 on the calibrated dev probabilities next. Also the report files of a
+    single-label run and the slice metrics (`train_counts`: rows per label in the training split). The predictions
+    come from `memory` when an evaluation during training scored these very weights."""
     kept = memory.of_final_model(trainer) if memory is not None else None
     if kept is None:
         output = trainer.predict(dev, metric_key_prefix="eval")
         predictions = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
         kept = (predictions, output.label_ids)
-    probs = document_probabilities(kept[0], doc_ids, labels.kind, aggregate)
+    logits = np.asarray(kept[0], dtype=np.float32)
     references = np.asarray(kept[1])[first_windows(doc_ids)]
+
+    def to_probabilities(scaled_logits):
+        return document_probabilities(scaled_logits, doc_ids, labels.kind, aggregate)
+
+    result = FinalEvaluation(metrics={})
+    probs = to_probabilities(logits)
+    if calibrate and labels.kind != "regression":
+        raw = probs
+        result.temperature = calibration.fit_temperatures(logits, references, labels.kind, to_probabilities)
+        probs = to_probabilities(calibration.scale(logits, result.temperature))
+        result.calibration = {
+            "temperature": result.temperature[0] if labels.kind == "single" else result.temperature,
+            "ece_before": calibration.expected_calibration_error(raw, references, labels.kind),
+            "ece": calibration.expected_calibration_error(probs, references, labels.kind),
+            "coverage": calibration.coverage_table(probs, references, labels.kind)}
     threshold = DEFAULT_THRESHOLD
     if labels.kind == "multi":
-        threshold = best_threshold(probs, references.astype(int))
-    metrics = {**score(probs, references, labels, threshold), "documents": len(references)}
-    files = {}
+        result.threshold = threshold = best_threshold(probs, references.astype(int))
+    result.metrics = {**score(probs, references, labels, threshold), "documents": len(references)}
+    if dev is not None:
+        result.slices = slice_metrics(probs, references, labels, threshold, document_lengths(dev, doc_ids),
+                                      train_counts)
     if labels.kind == "single":
         predicted = probs.argmax(-1)
-        files["classification_report.txt"] = classification_report_text(references, predicted, labels.names)
-        files["confusion_matrix.json"] = confusion_matrix_table(references, predicted, labels.names)
-    return metrics, threshold, files
+        result.files["classification_report.txt"] = classification_report_text(references, predicted, labels.names)
+        result.files["confusion_matrix.json"] = confusion_matrix_table(references, predicted, labels.names)
+    return result
 
 
-def describe_prediction(probs_row: np.ndarray, label_space: LabelSpace, threshold: float) -> dict:
-    """One output record: the label(s), the score, and every label's probability."""
+LENGTH_EDGES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # token-length buckets of the slice metrics
+SLICE_KEYS = ("accuracy", "macro_f1", "micro_f1", "mse")  # the metrics a slice reports, where the kind has them
+
+
+def document_lengths(rows, doc_ids: np.ndarray) -> np.ndarray:
+    """Tokens the model read per document (its windows added up; a document row of the attention model holds
+    them all), in document order."""
+    def tokens(ids):
+        return sum(len(window) for window in ids) if ids and isinstance(ids[0], list) else len(ids)
+    lengths = np.array([tokens(ids) for ids in rows["input_ids"]])
+    _, document = np.unique(doc_ids, return_inverse=True)  # doc ids grow with the rows: sorted = document order
+    return np.bincount(document, weights=lengths).astype(int)
+
+
+def slice_metrics(probs: np.ndarray, references: np.ndarray, labels: LabelSpace, threshold: float,
+                  lengths: np.ndarray, train_counts: np.ndarray | None = None) -> dict:
+    """Dev metrics where a weak slice hides in the average: by token-length bucket (`tokens 33-64`: the documents
+    of that length), and for classifiers by label frequency in training: head labels (at least the median count)
+    against tail labels, as macro-F1 over those labels on the whole dev split."""
+    slices = {"length": {}}
+    bucket = np.searchsorted(LENGTH_EDGES, lengths)  # 0: <= 16, 1: 17-32, ...
+    for b in np.unique(bucket):
+        rows = bucket == b
+        low = LENGTH_EDGES[b - 1] + 1 if b > 0 else 1
+        name = f"tokens {low}-{LENGTH_EDGES[b]}" if b < len(LENGTH_EDGES) else f"tokens > {LENGTH_EDGES[-1]}"
+        scores = score(probs[rows], references[rows], labels, threshold)
+        slices["length"][name] = {"documents": int(rows.sum()),
+                                  **{key: round(scores[key], 4) for key in SLICE_KEYS if key in scores}}
+    if labels.kind == "regression" or train_counts is None or len(train_counts) < 2:
+        return slices
+    train_counts = np.asarray(train_counts)
+    head = train_counts >= np.median(train_counts)
+    predicted = decide(probs, labels.kind, threshold)
+    for name, members in (("head", np.flatnonzero(head)), ("tail", np.flatnonzero(~head))):
+        if len(members):
+            f1 = skm.f1_score(references.astype(int), predicted, labels=members.tolist(), average="macro",
+                              zero_division=0)
+            slices[f"{name}_labels"] = {"labels": len(members), "train_rows": int(train_counts[members].sum()),
+                                        "macro_f1": round(float(f1), 4)}
+    return slices
+
+
+def label_counts(split, labels: LabelSpace) -> np.ndarray | None:
+    """Rows per label in a split (multi-label: rows carrying it); None for regression."""
+    if labels.kind == "regression":
+        return None
+    values = np.asarray(split["labels"])
+    if labels.kind == "single":
+        return np.bincount(values.astype(int), minlength=len(labels.names))
+    return values.astype(int).sum(0)
+
+
+def describe_prediction(probs_row: np.ndarray, label_space: LabelSpace, threshold: float,
+                        min_confidence: float | None = None) -> dict:
+    """One output record: the label(s), the score, and every label's probability. With `min_confidence`, a row
+    less sure than that (bertkit/calibration.py: confidence) gets no label and `abstained: true`, for a person to
+    decide; every record then says whether it abstained."""
     if label_space.kind == "regression":
         return {"score": float(probs_row.reshape(-1)[0])}
     named = {name: round(float(p), 6) for name, p in zip(label_space.names, probs_row)}
+    abstained = (min_confidence is not None
+                 and float(calibration.confidence(probs_row[None], label_space.kind)[0]) < min_confidence)
+    abstention = {} if min_confidence is None else {"abstained": abstained}
     if label_space.kind == "multi":
-        chosen = [name for name, p in named.items() if p >= threshold]
-        return {"labels": chosen, "probabilities": named}
+        chosen = None if abstained else [name for name, p in named.items() if p >= threshold]
+        return {"labels": chosen, **abstention, "probabilities": named}
     best = int(np.argmax(probs_row))
-    return {"label": label_space.names[best], "score": round(float(probs_row[best]), 6), "probabilities": named}
+    return {"label": None if abstained else label_space.names[best], "score": round(float(probs_row[best]), 6),
+            **abstention, "probabilities": named}
+
+
+def check_min_confidence(value: float | None, kind: str, where: str = "--min-confidence") -> None:
+    """A confidence cut is a probability strictly between 0 and 1, and needs a classifier."""
+    if value is None:
+        return
+    if not 0 < value < 1:
+        raise BertkitError(f"{where}={value:g} is not a confidence: give a probability between 0 and 1, e.g. 0.7")
+    if kind == "regression":
+        raise BertkitError(f"{where}: a regression model has no confidence to abstain on — leave {where} out")
+
+
+def class_weights(spec: str | dict | None, counts: np.ndarray | None, rows: int,
+                  labels: LabelSpace) -> dict[str, float] | None:
+    """The loss weight of each label by name, from the `class_weights` key: "auto" is inverse frequency normalised
+    so that the average training row weighs 1 (single-label: rows / (labels x count), scikit-learn's "balanced");
+    for multi-label, each label's positive weight negatives / positives (BCE's pos_weight). A mapping names labels
+    (the rest weigh 1). `counts`: training rows per label (label_counts), `rows`: training rows."""
+    if spec is None:
+        return None
+    if labels.kind == "regression":
+        raise BertkitError("class_weights needs class labels, and this training split holds numbers (regression) "
+                           "— remove class_weights")
+    if isinstance(spec, dict):
+        unknown = [name for name in spec if name not in labels.names]
+        if unknown:
+            raise BertkitError(f"class_weights.{unknown[0]}: no such label in the training split — use "
+                               f"{', '.join(labels.names[:10])}")
+        return {name: float(spec.get(name, 1.0)) for name in labels.names}
+    counts = np.maximum(np.asarray(counts, dtype=np.float64), 1)  # every label of the space occurs in training
+    weights = rows / (len(counts) * counts) if labels.kind == "single" else (rows - counts) / counts
+    return {name: round(float(w), 4) for name, w in zip(labels.names, weights)}
 
 
 # ------------------------------------------------------------------------------------------------ predict / evaluate
@@ -276,6 +417,10 @@ class Classifier:
     max_length: int
     column_overrides: dict
     long_doc: LongDocConfig = field(default_factory=LongDocConfig)
+    temperature: list[float] | None = None
+    """The calibration fitted on dev (None: the raw softmax / sigmoid)."""
+    abstain_below: float | None = None
+    """The saved confidence cut below which predict / serve abstain (None: always answer)."""
 
 
 def read_model_settings(model_dir: str, model_config) -> Settings:
@@ -291,8 +436,12 @@ def load_predictor(model_dir: str) -> Classifier:
         settings = dataclasses.replace(settings, max_length=min(512, model.config.max_position_embeddings))
     labels = LabelSpace.from_model_config(model.config)
     settings.check(labels.kind)
+    if settings.temperature and len(settings.temperature) != (1 if labels.kind == "single" else len(labels.names)):
+        raise BertkitError(f"{model_dir}/config.json: {tasks.SETTINGS_KEY}.temperature has "
+                           f"{len(settings.temperature)} values for {len(labels.names)} {labels.kind}-label classes "
+                           "— the file was edited by hand or mixed from two runs; retrain, or remove the key")
     return Classifier(model, load_tokenizer(model_dir), labels, settings.max_length, settings.columns(),
-                      settings.long_doc)
+                      settings.long_doc, settings.temperature, settings.abstain_below)
 
 
 def model_class(model_dir: str) -> type:
@@ -320,7 +469,7 @@ def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[
     if is_document_model(classifier.model):  # aggregate=attention: the model pools each document's windows
         logits = document_logits(classifier.model, classifier.tokenizer, features, windows.doc_ids,
                                  batch_size * classifier.max_length, batch_size, advance)
-        return probabilities(logits, classifier.labels.kind)
+        return probabilities(logits, classifier.labels.kind, classifier.temperature)
     batches = token_budget_batches([len(f["input_ids"]) for f in features], batch_size * classifier.max_length,
                                    batch_size)
     results = [None] * len(features)
@@ -330,7 +479,7 @@ def predict_probabilities(classifier: Classifier, texts: list[str], pairs: list[
         for row, index in enumerate(batch_indices):
             results[index] = logits[row]
         advance(len(batch_indices))
-    probs = probabilities(np.stack(results), classifier.labels.kind)
+    probs = probabilities(np.stack(results), classifier.labels.kind, classifier.temperature)
     return probs if long_doc.strategy != "chunk" else aggregate(probs, windows.doc_ids, classifier.labels.kind,
                                                                 long_doc.aggregate)
 
@@ -341,19 +490,24 @@ def _chunks(dataset, columns: ColumnMap, rows_per_chunk: int = CHUNK_ROWS):
         yield rows[columns.text], rows[columns.text_pair] if columns.text_pair else None
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
     """Write one record per input row (label, score, every probability) as JSONL or CSV, in input order (through a
-    temporary file, renamed when complete)."""
+    temporary file, renamed when complete). Rows less sure than `min_confidence` (default: the run's saved
+    abstain_below) get no label and are marked abstained."""
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     classifier = load_predictor(model_dir)
+    check_min_confidence(min_confidence, classifier.labels.kind)
+    cut = min_confidence if min_confidence is not None else classifier.abstain_below
     dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
                                         require_label=False)
-    writer = _RecordWriter(output_path, classifier.labels)
+    writer = _RecordWriter(output_path, classifier.labels, abstains=cut is not None)
     with writer, ExamplesProgress("predicting", len(dataset)) as progress:
         for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier)):
             probs = predict_probabilities(classifier, texts, pairs, batch_size, progress)
             for text, row in zip(texts, probs):
-                writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold)})
+                writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold,
+                                                                  cut)})
     return len(dataset)
 
 
@@ -367,7 +521,11 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     with ExamplesProgress("evaluating", len(dataset)) as progress:
         probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress)
                                 for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier))])
-    metrics = score(probs, list(dataset["labels"]), classifier.labels, classifier.labels.threshold)
+    references = np.asarray(dataset["labels"])
+    metrics = score(probs, references, classifier.labels, classifier.labels.threshold)
+    if classifier.labels.kind != "regression":  # how honest the (calibrated) probabilities are on this file
+        metrics["ece"] = calibration.expected_calibration_error(probs, references, classifier.labels.kind)
+        metrics["coverage"] = calibration.coverage_table(probs, references, classifier.labels.kind)
     if output_path:
         write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset),
                                        "long_doc": classifier.long_doc.strategy, **metrics})
@@ -381,8 +539,8 @@ def _rows_per_chunk(classifier: Classifier) -> int:
 class _RecordWriter:
     """JSONL (one object per line) or CSV (label, score, prob_<name> columns), chosen by the output's extension."""
 
-    def __init__(self, path: str, labels: LabelSpace):
-        self.path, self.labels = Path(path), labels
+    def __init__(self, path: str, labels: LabelSpace, abstains: bool = False):
+        self.path, self.labels, self.abstains = Path(path), labels, abstains
         self.is_csv = self.path.suffix.lower() in (".csv", ".tsv")
         if not self.is_csv and self.path.suffix.lower() not in (".jsonl", ".json"):
             raise BertkitError(f"output file {path}: use a .jsonl or .csv name")
@@ -392,16 +550,19 @@ class _RecordWriter:
         self.handle = self.output.__enter__()
         if self.is_csv:
             self.csv = csv.writer(self.handle, delimiter="\t" if self.path.suffix.lower() == ".tsv" else ",")
-            self.csv.writerow(["text", "label", "score", *[f"prob_{name}" for name in self.labels.names]])
+            abstained = ["abstained"] if self.abstains else []
+            self.csv.writerow(["text", "label", "score", *abstained, *[f"prob_{name}" for name in self.labels.names]])
         return self
 
     def write(self, record: dict) -> None:
         if not self.is_csv:
             self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
-        label = record.get("label", ";".join(record.get("labels", [])))
+        label = record.get("label", ";".join(record.get("labels") or []))
         probs = record.get("probabilities", {})
-        self.csv.writerow([record["text"], label, record.get("score", ""), *[probs[n] for n in self.labels.names]])
+        abstained = [str(record.get("abstained", False)).lower()] if self.abstains else []
+        self.csv.writerow([record["text"], label or "", record.get("score", ""), *abstained,
+                           *[probs[n] for n in self.labels.names]])
 
     def __exit__(self, *exc):
         return self.output.__exit__(*exc)
@@ -411,4 +572,6 @@ __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_pr
            "evaluate_file", "LongDocConfig", "first_windows", "Classifier", "predict_probabilities", "pop_doc_ids",
            "SELECTION_METRIC", "DEFAULT_THRESHOLD", "probabilities", "document_probabilities", "score",
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
-           "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class"]
+           "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
+           "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
+           "class_weights"]

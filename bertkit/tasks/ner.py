@@ -35,7 +35,7 @@ from bertkit.inference import run_batch, token_budget_batches
 from bertkit.metrics import SEQEVAL_SCHEMES, SeqevalMetric
 from bertkit.modeling_bert import BertkitForTokenClassification
 from bertkit.rundir import atomic_output, check_output_path, write_json
-from bertkit.tasks import SETTINGS_KEY, read_settings
+from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 from bertkit.tasks.long_documents import sliding_windows
 from bertkit.tasks.ner_files import NerData, ReadOptions, Sentence, read_examples, read_texts, split_words
 from bertkit.tasks.ner_tag_schemes import (SCHEMES, continuation_ids, label_names, repair_tags, scheme_violations,
@@ -322,9 +322,11 @@ def predict_word_probabilities(tagger: Tagger, sentences: list[Sentence], batch_
     return windows.word_probabilities(rows, o_id, len(tagger.id2label))
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
     """Entity spans for every text of a file, in input order, as JSONL: {"text", "entities": [{"text", "type",
     "start", "end", "score"}]} with character offsets into "text"."""
+    no_confidence_cut(min_confidence, "ner")
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: NER predictions are nested (entities per text) — use a "
                            f".jsonl name")

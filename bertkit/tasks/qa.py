@@ -33,7 +33,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.rundir import atomic_output, check_output_path
-from bertkit.tasks import SETTINGS_KEY, read_settings
+from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -620,8 +620,10 @@ def _print_report(report: ReadReport) -> None:
         warn(line)
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
     """Answer every {question, context} record of a file; write one JSON line per question, in input order."""
+    no_confidence_cut(min_confidence, "qa")
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: QA predictions are written as JSON lines — use a .jsonl name")
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])

@@ -36,7 +36,7 @@ from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.families import implementation_for, is_bertkit, takes_token_types
 from bertkit.rundir import atomic_output, check_output_path, read_config_json, write_json
-from bertkit.tasks import SETTINGS_KEY, read_settings
+from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 from bertkit.tasks.mlm.corpus import encode, read_examples
 from bertkit.tasks.mlm.whole_word_masking import (IGNORE_INDEX, MaskingCollator, mask_once, pad_masked,
                                                   resolve_whole_word, with_example_ids)
@@ -380,9 +380,11 @@ def read_masked_lines(path: str, mask_token: str) -> list[str]:
     return [line.strip() for line in lines if mask_token in line]
 
 
-def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64) -> int:
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
     """Fill-mask over a text file: for each line holding [MASK], one JSON line with the text and, per [MASK], the
     TOP_K tokens with their probabilities. Returns the lines written."""
+    no_confidence_cut(min_confidence, "mlm")
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
     predictor = load_predictor(model_dir)
     texts = read_masked_lines(input_path, predictor.tokenizer.mask_token)
