@@ -39,6 +39,14 @@ def fit_temperatures(logits: np.ndarray, references: np.ndarray, kind: str,
     return temperatures
 
 
+def at_range_edge(temperatures: list[float]) -> list[bool]:
+    """Which fitted temperatures hit the edge of the search range. Single-label: the dev labels disagree with the
+    model so much (a swapped or mislabelled dev split) that the best temperature flattens every probability, a
+    data problem to show, not a calibration to apply. Multi-label: also a label that dev never (or always) has."""
+    low, high = np.exp(_LOG_T_RANGE)
+    return [bool(t <= low * 1.01 or t >= high * 0.99) for t in temperatures]
+
+
 def _fit(nll: Callable[[float], float]) -> float:
     result = minimize_scalar(lambda log_t: nll(float(np.exp(log_t))), bounds=_LOG_T_RANGE, method="bounded",
                              options={"xatol": 1e-3})
@@ -107,5 +115,5 @@ def coverage_line(table: dict) -> str:
                                                             else "") for cut, row in table.items())
 
 
-__all__ = ["fit_temperatures", "scale", "confidence", "expected_calibration_error", "coverage_table",
+__all__ = ["fit_temperatures", "at_range_edge", "scale", "confidence", "expected_calibration_error", "coverage_table",
            "coverage_line", "ECE_BINS", "COVERAGE_CUTS"]

@@ -356,6 +356,28 @@ def diagnose_command(
     typer.echo("\n".join(lines))
 
 
+@app.command("audit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@user_errors
+def audit_command(
+    recipe: str = typer.Argument(..., help="classify or ner: the recipe whose training data is audited."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides as for `bertkit run`, and "
+                                                    "audit.folds=5, audit.output=DIR, audit.keep_models=true."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML config (path or shipped name)."),
+):
+    """Find training rows whose label is probably wrong (cleanlab on out-of-fold predictions: one model per fold,
+    trained with the recipe's settings), and write them ranked, with the training file cleaned two ways."""
+    from .audit import audit, check_recipe, report_lines, split_overrides
+    from .console import console_session
+
+    check_recipe(recipe)
+    options, recipe_overrides = split_overrides(overrides or [])
+    module, cfg = load_recipe_config(recipe, config, recipe_overrides)
+    keep_freed_memory()  # k trainings in this process, as `run` does for one
+    with console_session():
+        summary = audit(recipe, module, cfg, options, recipe_overrides, config)
+    typer.echo("\n".join(report_lines(summary)))
+
+
 @app.command("report")
 @user_errors
 def report_command(

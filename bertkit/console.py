@@ -38,7 +38,7 @@ MODES = ("normal", "verbose", "quiet")
 
 console = Console(stderr=True)  # looked up at each use, by the progress bars too: a test may replace it
 logger = logging.getLogger("bertkit")
-_mode = {"name": "normal"}
+_mode = {"name": "normal", "summaries": True}
 
 
 def is_main_process() -> bool:
@@ -53,6 +53,8 @@ def mode() -> str:
 def shows(kind: str = "info") -> bool:
     """Whether this process prints a line of `kind` (info | summary | warning) in the current mode."""
     if not is_main_process():
+        return False
+    if kind == "summary" and not _mode["summaries"]:
         return False
     return kind != "info" or mode() != "quiet"
 
@@ -157,6 +159,19 @@ def quiet_mode() -> Iterator[None]:
         yield
     finally:
         _mode["name"] = saved
+
+
+@contextlib.contextmanager
+def summaries_hidden() -> Iterator[None]:
+    """The end-of-run summary tables and next commands off for a while (progress, bertkit's lines and warnings
+    stay; train.log still gets them): `bertkit audit` trains one model per fold, each deleted when it has predicted
+    its held-out rows, whose table and `bertkit predict <fold model>` commands would only mislead."""
+    saved = _mode["summaries"]
+    _mode["summaries"] = False
+    try:
+        yield
+    finally:
+        _mode["summaries"] = saved
 
 
 @contextlib.contextmanager
@@ -556,7 +571,7 @@ class ExamplesProgress:
 
 
 __all__ = ["result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
-    "console_session", "quiet_mode", "run_log", "RunLog", "LOG_FILE", "log_failure", "quiet_load_report",
-    "describe_loading",
+    "console_session", "quiet_mode", "summaries_hidden", "run_log", "RunLog", "LOG_FILE", "log_failure",
+    "quiet_load_report", "describe_loading",
     "module_names", "capped", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
     "next_commands", "TrainingDisplay", "use_display", "ExamplesProgress", "LOSS_SMOOTHING", "PLAIN_LINES"]

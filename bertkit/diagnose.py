@@ -244,6 +244,9 @@ def dev_predictions(run_dir: str, dev_file: str):
     from .tasks.classify import load_predictor, predict_probabilities, read_examples
 
     classifier = load_predictor(run_dir)
+    # The model's own (uncalibrated) confidence: the errors it is sure of point at the labels, however honest the
+    # calibrated probabilities are on average.
+    classifier.temperature = None
     if classifier.labels.kind != "single":
         return None
     dataset, columns, _ = read_examples(dev_file, classifier.column_overrides, classifier.labels)

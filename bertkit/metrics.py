@@ -172,7 +172,8 @@ def _averaged_scores(y_true, y_pred, labels):
         "macro_f1": _f1(y_true, y_pred, "macro", labels),
         "micro_f1": _f1(y_true, y_pred, "micro", labels),
         "weighted_f1": _f1(y_true, y_pred, "weighted", labels),
-        "mcc": float(skm.matthews_corrcoef(y_true, y_pred)),
+        # one class in both (a small slice): MCC is 0 by definition, and sklearn would warn about it
+        "mcc": float(skm.matthews_corrcoef(y_true, y_pred)) if len(np.union1d(y_true, y_pred)) > 1 else 0.0,
         "macro_precision": float(skm.precision_score(y_true, y_pred, **macro)),
         "macro_recall": float(skm.recall_score(y_true, y_pred, **macro)),
     }

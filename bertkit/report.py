@@ -782,6 +782,23 @@ def diagnosis_section(view: RunView, diagnosis, error: str | None) -> str:
     return section("Diagnosis", "".join(parts))
 
 
+def audit_section(view: RunView) -> str:
+    """`bertkit audit`'s summary when the run directory holds one (audit/summary.json, where the audit writes by
+    default): how many rows it flagged, the commonest class pairs and the worst rows; nothing when there is none."""
+    summary = _json(view.path / "audit" / "summary.json", {})
+    if not summary:
+        return ""
+    pairs = summary.get("pairs") if isinstance(summary.get("pairs"), dict) else {}
+    top = [row for row in summary.get("top", []) if isinstance(row, dict)][:SHOWN_EXAMPLES]
+    head = (f"<p>{fmt(summary.get('flagged', '?'))} of {fmt(summary.get('rows', '?'))} training "
+            f"{esc(summary.get('unit', 'rows'))} of {esc(summary.get('train_file', '?'))} flagged as likely label "
+            f"errors ({fmt(summary.get('folds', '?'))} folds); every one in <code>audit/label_issues.csv</code></p>")
+    return section("Label audit", head + table(["given → suggested", "count"], list(pairs.items())[:10])
+                   + table(["line", "given", "suggested", "score", "text"],
+                           [[r.get("line"), r.get("given"), r.get("suggested"), r.get("score"), r.get("text")]
+                            for r in top]))
+
+
 # ------------------------------------------------------------------------------------------------ settings
 
 
@@ -876,7 +893,8 @@ def render(view: RunView) -> str:
     except Exception as err:  # noqa: BLE001
         error = _one_line(err)
     sections = [answer_section(view, examples), curves_section(view), task_section(view, examples, diagnosis),
-                diagnosis_section(view, diagnosis, error), settings_section(view), model_section(view)]
+                diagnosis_section(view, diagnosis, error), audit_section(view), settings_section(view),
+                model_section(view)]
     title = f"bertkit {view.recipe or 'run'}: {view.path.name}"
     return page(title, "".join(sections), live=bool(view.live))
 

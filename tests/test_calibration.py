@@ -59,6 +59,28 @@ def test_multi_label_gets_one_temperature_per_label():
     assert temperatures[0] == pytest.approx(3.0, rel=0.15) and temperatures[1] == pytest.approx(0.5, rel=0.15)
 
 
+def test_a_swapped_dev_split_is_not_calibrated_but_warned_about(capsys):
+    logits, labels = overconfident(classes=2)
+    to_probs = lambda scaled: classify.probabilities(scaled, "single")  # noqa: E731
+    swapped = 1 - labels  # the best temperature flattens everything: the edge of the range, not a calibration
+    fitted = calibration.fit_temperatures(logits, swapped, "single", to_probs)
+    assert calibration.at_range_edge(fitted) == [True]
+    assert classify.checked_temperatures(fitted, LabelSpace("single", ["a", "b"])) is None
+    captured = capsys.readouterr()
+    assert "calibration skipped" in captured.out + captured.err
+    fitted = calibration.fit_temperatures(logits, labels, "single", to_probs)
+    assert classify.checked_temperatures(fitted, LabelSpace("single", ["a", "b"])) == fitted
+
+
+def test_a_multi_label_label_dev_never_has_keeps_its_raw_probabilities():
+    rng = np.random.default_rng(2)
+    logits = np.minimum(rng.normal(-3, 1, (500, 2)), -0.5).astype(np.float32)  # every row sure it is not "y"
+    labels = np.stack([rng.random(500) < 1 / (1 + np.exp(-logits[:, 0])), np.zeros(500)], 1).astype(int)
+    fitted = calibration.fit_temperatures(logits, labels, "multi", lambda s: classify.probabilities(s, "multi"))
+    assert calibration.at_range_edge(fitted) == [False, True]
+    assert classify.checked_temperatures(fitted, LabelSpace("multi", ["x", "y"])) == [fitted[0], 1.0]
+
+
 def test_ece_coverage_and_confidence_on_hand_made_rows():
     probs = np.array([[0.95, 0.05], [0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
     labels = np.array([0, 1, 0, 1])

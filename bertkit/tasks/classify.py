@@ -34,7 +34,7 @@ from pydantic import Field
 
 from bertkit import calibration, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer
-from bertkit.console import ExamplesProgress
+from bertkit.console import ExamplesProgress, warn
 from bertkit.datafiles import ColumnMap
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, token_budget_batches
@@ -275,10 +275,11 @@ def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggr
         return document_probabilities(scaled_logits, doc_ids, labels.kind, aggregate)
 
     result = FinalEvaluation(metrics={})
-    probs = to_probabilities(logits)
+    raw = probs = to_probabilities(logits)
     if calibrate and labels.kind != "regression":
-        raw = probs
-        result.temperature = calibration.fit_temperatures(logits, references, labels.kind, to_probabilities)
+        result.temperature = checked_temperatures(
+            calibration.fit_temperatures(logits, references, labels.kind, to_probabilities), labels)
+    if result.temperature:
         probs = to_probabilities(calibration.scale(logits, result.temperature))
         result.calibration = {
             "temperature": result.temperature[0] if labels.kind == "single" else result.temperature,
@@ -299,8 +300,25 @@ def final_evaluation(trainer, dev, doc_ids: np.ndarray, labels: LabelSpace, aggr
     return result
 
 
+def checked_temperatures(temperatures: list[float], labels: LabelSpace) -> list[float] | None:
+    """The fitted temperatures, less those at the edge of the search range (bertkit/calibration.py): single-label,
+    no calibration at all and a warning to check the dev labels; multi-label, 1.0 for those labels."""
+    edge = calibration.at_range_edge(temperatures)
+    if labels.kind == "single" and edge[0]:
+        warn(f"calibration skipped: the best temperature on dev is {temperatures[0]}, the edge of the range: the dev "
+             "labels disagree with the model (a swapped label mapping?); check them with `bertkit diagnose`. "
+             "Predictions stay uncalibrated.")
+        return None
+    if any(edge):
+        names = [name for name, at_edge in zip(labels.names, edge) if at_edge]
+        warn(f"calibration left out label(s) {', '.join(names)}: their best temperature on dev is at the edge of the "
+             "range (too few dev rows with and without them to fit one)")
+    return [1.0 if at_edge else t for t, at_edge in zip(temperatures, edge)]
+
+
 LENGTH_EDGES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # token-length buckets of the slice metrics
-SLICE_KEYS = ("accuracy", "macro_f1", "micro_f1", "mse")  # the metrics a slice reports, where the kind has them
+# the metrics a slice reports, by label kind (single-label micro-F1 is the accuracy again)
+SLICE_KEYS = {"single": ("accuracy", "macro_f1"), "multi": ("micro_f1", "macro_f1"), "regression": ("mse",)}
 
 
 def document_lengths(rows, doc_ids: np.ndarray) -> np.ndarray:
@@ -326,7 +344,7 @@ def slice_metrics(probs: np.ndarray, references: np.ndarray, labels: LabelSpace,
         name = f"tokens {low}-{LENGTH_EDGES[b]}" if b < len(LENGTH_EDGES) else f"tokens > {LENGTH_EDGES[-1]}"
         scores = score(probs[rows], references[rows], labels, threshold)
         slices["length"][name] = {"documents": int(rows.sum()),
-                                  **{key: round(scores[key], 4) for key in SLICE_KEYS if key in scores}}
+                                  **{key: round(scores[key], 4) for key in SLICE_KEYS[labels.kind]}}
     if labels.kind == "regression" or train_counts is None or len(train_counts) < 2:
         return slices
     train_counts = np.asarray(train_counts)
