@@ -2,17 +2,23 @@
 
     python benchmarks/bench_audit.py --data SST2_DIR [--rows 2000] [--noise 0.1] [--seeds 3] [--folds 5]
         [--epochs 3] [--work /tmp/bench_audit]
+    python benchmarks/bench_audit.py --task ner --data CONLL_DIR [same options]
 
-The first --rows rows of the folder's train.tsv (`sentence<TAB>label`, no header, as in SST-2) are the clean training
-set; for each seed (42, 43, ...) a --noise share of them, drawn at random with that seed, get another label: the noisy
-set. Steps per seed, all through the CLI, fine-tuning the embedded all-MiniLM-L6-v2 with the same settings everywhere:
-  1. audit    `bertkit audit classify data.train=noisy.csv audit.folds=F`: the flagged rows (label_issues.csv) against
-              the flipped ones, as precision (flagged rows that were flipped) and recall (flipped rows flagged)
-  2. noisy    `bertkit run classify` on the noisy set
-  3. cleaned  the same on the audit's train_without_issues.csv (the noisy set without the flagged rows)
+classify: the first --rows rows of the folder's train.tsv (`sentence<TAB>label`, no header, as in SST-2) are the
+clean training set; for each seed (42, 43, ...) a --noise share of them, drawn at random with that seed, get another
+label. ner: the first --rows sentences of the folder's train.txt (CoNLL columns, IOB2) are the clean set; a --noise
+share of its entities, drawn with the seed, get another entity type (B-PER I-PER -> B-ORG I-ORG). Steps per seed, all
+through the CLI, fine-tuning the embedded all-MiniLM-L6-v2 with the same settings everywhere:
+  1. audit    `bertkit audit classify|ner data.train=noisy audit.folds=F`: what it flags against what was changed, as
+              precision (flagged that were changed) and recall (changed that were flagged). classify counts rows
+              (label_issues.csv); ner counts words: those whose tag train_relabelled.conll changes against those
+              whose type was swapped
+  2. noisy    `bertkit run` on the noisy set
+  3. cleaned  the same on the audit's train_without_issues file (the noisy set without the flagged rows/sentences)
   4. clean    the same on the clean set: the ceiling
-Each of 2-4 is scored with `bertkit evaluate` on the folder's dev.tsv, which no run sees while training (no data.eval:
-the last epoch's model is scored). The table gives mean ± sd over the seeds.
+Each of 2-4 is scored with `bertkit evaluate` on the folder's dev split (dev.tsv / dev.txt), which no run sees while
+training (no data.eval: the last epoch's model is scored): accuracy for classify, entity F1 for ner. The tables give
+mean ± sd over the seeds.
 """
 
 from __future__ import annotations
@@ -55,66 +61,137 @@ def flip_labels(rows: list[list[str]], noise: float, seed: int) -> tuple[list[li
     return noisy, flipped
 
 
+ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
+
+
+def read_conll(source: Path, limit: int) -> list[list[list[str]]]:
+    """The first `limit` sentences of a CoNLL file: each a list of its token lines' columns."""
+    sentences, current = [], []
+    for line in source.read_text(encoding="utf-8").split("\n"):
+        if line.strip():
+            current.append(line.split())
+        elif current:
+            sentences.append(current)
+            current = []
+    return (sentences + ([current] if current else []))[:limit]
+
+
+def write_conll(sentences: list[list[list[str]]], target: Path) -> Path:
+    target.write_text("".join("".join(" ".join(cols) + "\n" for cols in s) + "\n" for s in sentences),
+                      encoding="utf-8")
+    return target
+
+
+def swap_entity_types(sentences, noise: float, seed: int):
+    """A copy with round(noise * entities) entities, chosen with `seed`, given another type; and the (sentence, word)
+    positions whose tag changed."""
+    rng = random.Random(seed)
+    entities = [(s, w) for s, sentence in enumerate(sentences) for w, cols in enumerate(sentence)
+                if cols[-1].startswith("B-")]
+    chosen = rng.sample(entities, round(noise * len(entities)))
+    noisy = [[list(cols) for cols in sentence] for sentence in sentences]
+    changed = set()
+    for s, w in chosen:
+        kind = noisy[s][w][-1][2:]
+        other = rng.choice([t for t in ENTITY_TYPES if t != kind])
+        noisy[s][w][-1] = f"B-{other}"
+        changed.add((s, w))
+        w += 1
+        while w < len(noisy[s]) and noisy[s][w][-1] == f"I-{kind}":
+            noisy[s][w][-1] = f"I-{other}"
+            changed.add((s, w))
+            w += 1
+    return noisy, changed
+
+
+def flagged_words(noisy, audit_dir: Path) -> set[tuple[int, int]]:
+    """(sentence, word) positions whose tag the audit's train_relabelled.conll changes."""
+    relabelled = read_conll(audit_dir / "train_relabelled.conll", len(noisy))
+    return {(s, w) for s, (a, b) in enumerate(zip(noisy, relabelled)) for w, (x, y) in enumerate(zip(a, b))
+            if x[-1] != y[-1]}
+
+
 def flagged_rows(audit_dir: Path) -> set[int]:
     """Row indices of label_issues.csv's lines (a CSV with a header: row i is line i + 2)."""
     with open(audit_dir / "label_issues.csv", newline="", encoding="utf-8") as handle:
         return {int(record["line"]) - 2 for record in csv.DictReader(handle)}
 
 
-def dev_accuracy(train: Path, run_dir: Path, dev: Path, common: list[str]) -> tuple[float, float]:
-    """(dev accuracy, wall seconds) of one fine-tuning on `train`."""
-    elapsed = bertkit("run", "classify", f"data.train={train}", f"output_dir={run_dir}", *common)
+METRIC = {"classify": "accuracy", "ner": "f1"}  # what `bertkit evaluate` on dev reports
+
+
+def dev_score(task: str, train: Path, run_dir: Path, dev: Path, common: list[str]) -> tuple[float, float]:
+    """(dev accuracy or entity F1, wall seconds) of one fine-tuning on `train`."""
+    elapsed = bertkit("run", task, f"data.train={train}", f"output_dir={run_dir}", *common)
     bertkit("evaluate", str(run_dir), str(dev), "-o", str(run_dir / "dev_metrics.json"))
-    return json.loads((run_dir / "dev_metrics.json").read_text())["accuracy"], elapsed
+    return json.loads((run_dir / "dev_metrics.json").read_text())[METRIC[task]], elapsed
 
 
-def one_seed(clean: list[list[str]], args, seed: int, dev: Path) -> dict:
+def one_seed(clean, args, seed: int, dev: Path) -> dict:
     work = args.work / f"seed-{seed}"
     work.mkdir(parents=True, exist_ok=True)
-    noisy, flipped = flip_labels(clean, args.noise, seed)
-    files = {"noisy": write_csv(noisy, work / "noisy.csv"), "clean": write_csv(clean, work / "clean.csv")}
-    common = [f"model={MODEL}", f"seed={seed}", "data.max_length=64", f"train.num_train_epochs={args.epochs}",
-              "train.per_device_train_batch_size=32", "train.save_strategy=no", "overwrite=true"]
+    common = [f"model={MODEL}", f"seed={seed}", f"train.num_train_epochs={args.epochs}", "train.save_strategy=no",
+              "overwrite=true"]
+    if args.task == "classify":
+        noisy, flipped = flip_labels(clean, args.noise, seed)
+        files = {"noisy": write_csv(noisy, work / "noisy.csv"), "clean": write_csv(clean, work / "clean.csv")}
+        common += ["data.max_length=64", "train.per_device_train_batch_size=32"]
+    else:  # the shipped English CoNLL config's learning rate and batch (recipes/configs/ner/en_conll.yaml)
+        noisy, flipped = swap_entity_types(clean, args.noise, seed)
+        files = {"noisy": write_conll(noisy, work / "noisy.conll"), "clean": write_conll(clean, work / "clean.conll")}
+        common += ["data.max_length=128", "train.learning_rate=2.0e-4", "train.per_device_train_batch_size=16"]
     audit_dir = work / "audit"
-    audit_time = bertkit("audit", "classify", f"data.train={files['noisy']}", f"output_dir={work / 'audit-run'}",
+    audit_time = bertkit("audit", args.task, f"data.train={files['noisy']}", f"output_dir={work / 'audit-run'}",
                          f"audit.output={audit_dir}", f"audit.folds={args.folds}", *common)
-    flagged = flagged_rows(audit_dir)
+    flagged = flagged_rows(audit_dir) if args.task == "classify" else flagged_words(noisy, audit_dir)
     found = len(flagged & flipped)
-    files["cleaned"] = audit_dir / "train_without_issues.csv"
+    files["cleaned"] = audit_dir / f"train_without_issues{files['noisy'].suffix}"
     result = {"seed": seed, "flipped": len(flipped), "flagged": len(flagged),
               "precision": found / len(flagged) if flagged else 0.0, "recall": found / len(flipped) if flipped else 0.0,
               "audit_s": round(audit_time, 1)}
     for name in ("noisy", "cleaned", "clean"):
-        accuracy, elapsed = dev_accuracy(files[name], work / f"run-{name}", dev, common)
-        result[f"{name}_accuracy"], result[f"{name}_s"] = accuracy, round(elapsed, 1)
+        value, elapsed = dev_score(args.task, files[name], work / f"run-{name}", dev, common)
+        result[f"{name}_score"], result[f"{name}_s"] = value, round(elapsed, 1)
     print(json.dumps(result), flush=True)
     return result
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, type=Path, help="a folder with train.tsv and dev.tsv (SST-2's)")
-    parser.add_argument("--rows", type=int, default=2000, help="training rows: the first of train.tsv")
-    parser.add_argument("--noise", type=float, default=0.1, help="share of the training labels flipped")
+    parser.add_argument("--task", choices=["classify", "ner"], default="classify")
+    parser.add_argument("--data", required=True, type=Path,
+                        help="classify: a folder with train.tsv and dev.tsv (SST-2's); ner: train.txt and dev.txt "
+                             "(CoNLL-2003's)")
+    parser.add_argument("--rows", type=int, default=2000, help="training rows (ner: sentences): the first ones")
+    parser.add_argument("--noise", type=float, default=0.1, help="share of the labels flipped (ner: entities)")
     parser.add_argument("--seeds", type=int, default=3, help="runs, seeds 42, 43, ...")
     parser.add_argument("--folds", type=int, default=5, help="audit.folds")
     parser.add_argument("--epochs", type=float, default=3, help="train.num_train_epochs of every training")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_audit"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    clean = read_tsv(args.data / "train.tsv")[:args.rows]
-    dev = write_csv(read_tsv(args.data / "dev.tsv"), args.work / "dev.csv")
+    if args.task == "classify":
+        clean = read_tsv(args.data / "train.tsv")[:args.rows]
+        dev = write_csv(read_tsv(args.data / "dev.tsv"), args.work / "dev.csv")
+        noise, unit, settings = "labels flipped", "rows", "max_length 64, batch 32, lr 5e-5"
+    else:
+        clean = read_conll(args.data / "train.txt", args.rows)
+        dev = write_conll(read_conll(args.data / "dev.txt", 10**9), args.work / "dev.conll")
+        noise, unit, settings = "entity types swapped", "words", "max_length 128, batch 16, lr 2e-4"
     runs = [one_seed(clean, args, 42 + i, dev) for i in range(args.seeds)]
 
-    print(f"\n{cpu_model()}, {os.cpu_count()} cores; {MODEL}, {args.data.name}: {len(clean)} training rows, "
-          f"{args.noise:.0%} labels flipped, {args.folds} folds, {args.epochs:g} epochs, max_length 64, batch 32; "
-          f"dev = dev.tsv; {args.seeds} seed(s)")
-    print("| audit | precision | recall | flagged rows | wall time (s) |\n|---|---|---|---|---|")
+    print(f"\n{cpu_model()}, {os.cpu_count()} cores; {MODEL}, {args.data.name}: {len(clean)} training "
+          f"{'rows' if args.task == 'classify' else 'sentences'}, {args.noise:.0%} {noise}, {args.folds} folds, "
+          f"{args.epochs:g} epochs, {settings}; dev = the folder's dev split; {args.seeds} seed(s)")
+    print(f"| audit | precision | recall | flagged {unit} | changed {unit} | wall time (s) |")
+    print("|---|---|---|---|---|---|")
     print(f"| {args.folds} folds | {band([r['precision'] for r in runs], 3)} | {band([r['recall'] for r in runs], 3)} "
-          f"| {band([r['flagged'] for r in runs], 1)} | {statistics.mean(r['audit_s'] for r in runs):.0f} |")
-    print("\n| trained on | dev accuracy | wall time per run (s) |\n|---|---|---|")
-    for name, shown in (("noisy", "noisy rows"), ("cleaned", "noisy rows, flagged removed"), ("clean", "clean rows")):
-        print(f"| {shown} | {band([r[f'{name}_accuracy'] for r in runs])} | "
+          f"| {band([r['flagged'] for r in runs], 1)} | {band([r['flipped'] for r in runs], 1)} "
+          f"| {statistics.mean(r['audit_s'] for r in runs):.0f} |")
+    print(f"\n| trained on | dev {'accuracy' if args.task == 'classify' else 'entity F1'} | wall time per run (s) |"
+          "\n|---|---|---|")
+    for name, shown in (("noisy", "noisy data"), ("cleaned", "noisy data, flagged removed"), ("clean", "clean data")):
+        print(f"| {shown} | {band([r[f'{name}_score'] for r in runs])} | "
               f"{statistics.mean(r[f'{name}_s'] for r in runs):.0f} |")
 
 

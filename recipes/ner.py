@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import datasets
+import numpy as np
 import transformers
 
-from bertkit import BertkitForTokenClassification, checkpoints, checks, options, tasks, training
+from bertkit import BertkitForTokenClassification, checkpoints, checks, families, inspection, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import say
 from bertkit.errors import BertkitError
@@ -43,8 +44,9 @@ class DataConfig:
     """How raw text becomes words: bert (whitespace, punctuation, each CJK character) or chars (every character)."""
     label_all_tokens: bool = False
     """Label a word's later sub-tokens too (with I- of its entity) instead of ignoring them in the loss."""
-    max_length: checks.MaxLength = 128
-    """Tokens per window, [CLS] and [SEP] included; longer sentences are split into overlapping windows."""
+    max_length: checks.MaxLength | Literal["auto"] = 128
+    """Tokens per window, [CLS] and [SEP] included; longer sentences are split into overlapping windows. auto: the
+    smallest multiple of 8 covering 99 % of the training sentences (few windows, little padding), saved as a number."""
     stride: int = 32
     """Tokens that consecutive windows share."""
 
@@ -62,11 +64,16 @@ class Config:
     """transformers.TrainingArguments, passed through (fp16/bf16 come from precision)."""
 
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
-        room = self.data.max_length - 2  # a window's sub-tokens between [CLS] and [SEP]
-        checks.require(0 <= self.data.stride < room, "data.stride", self.data.stride,
-                       f"0 or more and below the {room} tokens of a window (data.max_length - 2)",
-                       f"e.g. data.stride={room // 4}")
+        if self.data.max_length != "auto":  # auto is checked once the training sentences decide it (load_data)
+            check_stride(self.data.stride, self.data.max_length)
         checks.check_recipe(self, has_eval=self.data.eval is not None, hub_data=False)
+
+
+def check_stride(stride: int, max_length: int, chosen: str = "") -> None:
+    room = max_length - 2  # a window's sub-tokens between [CLS] and [SEP]
+    checks.require(0 <= stride < room, "data.stride", stride,
+                   f"0 or more and below the {room} tokens of a window (data.max_length - 2{chosen})",
+                   f"e.g. data.stride={room // 4}")
 
 
 SELECTION = "f1"
@@ -77,8 +84,9 @@ def read_options(cfg: Config, scheme: str | None = None) -> task.ReadOptions:
                             skip_bad=cfg.data.skip_bad_examples, split=cfg.data.split, format=cfg.data.format)
 
 
-def load_data(cfg: Config):
-    """Training and dev sentences (dev read with the training split's scheme) and the label names."""
+def load_data(cfg: Config, tokenizer):
+    """Training and dev sentences (dev read with the training split's scheme) and the label names; data.max_length=auto
+    becomes a number here."""
     if not cfg.data.train:
         raise BertkitError("no training data — set data.train=<file> (CoNLL columns or JSONL)")
     train = task.read_examples(cfg.data.train, read_options(cfg))
@@ -87,9 +95,23 @@ def load_data(cfg: Config):
     for note in train.notes + (dev.notes if dev else []):
         say(note)
     labels = task.label_names(train.entity_types, train.scheme)
+    if cfg.data.max_length == "auto":
+        choose_max_length(cfg, tokenizer, train.sentences)
     say(f"{len(train.sentences)} train / {len(dev.sentences) if dev else 0} dev sentences; "
         f"{train.scheme} tags over {', '.join(sorted(train.entity_types)) or 'no entity types'}")
     return train, dev, labels
+
+
+def choose_max_length(cfg: Config, tokenizer, sentences) -> None:
+    """data.max_length=auto from the training sentences' sub-token counts (special tokens included), within the
+    model's positions; a sentence over it is windowed, not cut, so the share is of sentences that take 2+ windows."""
+    lengths = np.array([len(ids) for ids in tokenizer([s.words for s in sentences], is_split_into_words=True,
+                                                      truncation=False, verbose=False)["input_ids"]])
+    limit = families.position_limit(checkpoints.task_config(checkpoints.resolve_model(cfg.model)))
+    cfg.data.max_length, longer = inspection.auto_max_length(lengths, limit)
+    say(f"data.max_length=auto: {cfg.data.max_length} tokens (the longest training sentence has {max(lengths)}; "
+        f"{longer:.1%} of training sentences take more than one window)")
+    check_stride(cfg.data.stride, cfg.data.max_length, f", chosen by data.max_length=auto: {cfg.data.max_length}")
 
 
 def inference_settings(cfg: Config, scheme: str) -> task.Settings:
@@ -138,7 +160,7 @@ def main(cfg: Config) -> dict:
     run = training.start_run(cfg, "ner")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
     model_path = checkpoints.resolve_model(cfg.model)
     tokenizer = checkpoints.load_tokenizer(model_path, words=True)
-    train, dev, labels = load_data(cfg)
+    train, dev, labels = load_data(cfg, tokenizer)
     id2label = dict(enumerate(labels))
     windows, sets = encode_splits(cfg, tokenizer, train, dev, labels)
     model, model_init = training.model_or_builder(cfg, lambda: build_model(cfg, model_path, labels, train.scheme))

@@ -309,6 +309,29 @@ def test_english_run_writes_everything(tiny_model_dir, tmp_path):
     assert type(stock) is transformers.BertForTokenClassification
 
 
+def test_auto_max_length_is_chosen_from_the_training_sentences_and_saved_as_a_number(tiny_model_dir, tmp_path):
+    train = head_lines(DATA / "en" / "train.conll", tmp_path / "train.conll", 32)
+    out = tmp_path / "run"
+    auto = base_overrides(tiny_model_dir, train, train, out, "data.max_length=auto", "data.stride=4",
+                          "train.max_steps=2")
+    result = runner.invoke(app, ["run", "ner", *auto])
+    assert result.exit_code == 0, result.output
+    settings = json.loads((out / "config.json").read_text())[SETTINGS_KEY]
+    chosen = settings["max_length"]
+    assert chosen % 8 == 0 and 16 <= chosen <= 128
+    assert f"data.max_length=auto: {chosen} tokens" in result.output
+    assert f"max_length: {chosen}" in (out / "bertkit_config.yaml").read_text()  # the resolved config: the number
+    # a stride that does not fit the chosen windows: after the line saying what auto chose, one error line naming
+    # both keys, before any training
+    refused = runner.invoke(app, ["run", "ner", *base_overrides(tiny_model_dir, train, train, tmp_path / "r2",
+                                                                "data.max_length=auto", "data.stride=200")])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    said, error = refused.output.strip().splitlines()[-2:]
+    assert f"data.max_length=auto: {chosen} tokens" in said
+    assert error.startswith("error: config key 'data.stride'") and f"chosen by data.max_length=auto: {chosen}" in error
+    assert not (tmp_path / "r2" / "model.safetensors").exists()
+
+
 def test_lora_run_saves_a_merged_plain_model(tiny_model_dir, tmp_path):
     train = head_lines(DATA / "en" / "train.conll", tmp_path / "train.conll", 24)
     out = tmp_path / "run"
