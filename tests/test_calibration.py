@@ -260,6 +260,38 @@ def test_predict_applies_the_temperature_and_abstains(calibrated_run, imbalanced
     assert rows and all(row["abstained"] == "true" and row["label"] == "" for row in rows)
 
 
+def test_serve_and_the_onnx_export_apply_the_temperature_and_the_abstention(calibrated_run, imbalanced, tmp_path):
+    """The calibrated run's saved temperature and abstain_below travel: the server and `bertkit predict` on the ONNX
+    export give the probabilities `bertkit predict` gives on the run (which the test above checks against
+    softmax(logits / T)), and abstain on the same rows."""
+    out, _ = calibrated_run
+    predictions = tmp_path / "torch.jsonl"
+    assert runner.invoke(app, ["predict", str(out), imbalanced["dev"], "-o", str(predictions)]).exit_code == 0
+    expected = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert any(r["abstained"] for r in expected) or all(r["score"] >= 0.6 for r in expected)
+
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertkit.serve import Limits, create_app
+
+    with TestClient(create_app(str(out), "fp32", Limits())) as client:
+        served = client.post("/predict", json={"inputs": [[r["text"]] for r in expected]}).json()
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    export = tmp_path / "export"
+    result = runner.invoke(app, ["export", str(out), "-o", str(export)])
+    assert result.exit_code == 0, result.output
+    exported = tmp_path / "onnx.jsonl"
+    assert runner.invoke(app, ["predict", str(export), imbalanced["dev"], "-o", str(exported)]).exit_code == 0
+    for rows in (served, [json.loads(line) for line in exported.read_text().splitlines()]):
+        assert len(rows) == len(expected)
+        for mine, theirs in zip(rows, expected):
+            assert mine["abstained"] == theirs["abstained"] and mine["label"] == theirs["label"]
+            for name, p in theirs["probabilities"].items():
+                assert mine["probabilities"][name] == pytest.approx(p, abs=1e-4)
+
+
 def test_evaluate_reports_calibration_on_the_file(calibrated_run, imbalanced, tmp_path):
     out, _ = calibrated_run
     result = runner.invoke(app, ["evaluate", str(out), imbalanced["dev"], "-o", str(tmp_path / "m.json")])
