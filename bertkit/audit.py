@@ -18,6 +18,9 @@ replaces only the audit's own files):
     summary.json                rows audited, folds, flagged, counts by class pair ("positive → negative": 41), ...
     train_without_issues.<ext>  the training file without the flagged rows, in the input's own format
     train_relabelled.<ext>      the training file with the flagged labels replaced by the suggestions
+    out_of_fold.npz             the out-of-fold probabilities cleanlab judged (`probabilities`: one row per training
+                                row, ner: per word, `rows`: how many of them each row / sentence has, `labels`), to
+                                rank or filter again without training
 `line` is where the row starts in the training file as an editor shows it (a CSV header is line 1; a CoNLL sentence:
 its first word's line); for Parquet files and Hub datasets, which have no lines, it is the row number (1 = first).
 Each fold's model is deleted once it has predicted its held-out rows (audit.keep_models=true keeps them under
@@ -50,8 +53,10 @@ from .rundir import write_json
 
 RECIPES = ("classify", "ner")
 ISSUES_FILE, SUMMARY_FILE, FOLDS_DIR = "label_issues.csv", "summary.json", "folds"
+PROBABILITIES_FILE = "out_of_fold.npz"
 WITHOUT, RELABELLED = "train_without_issues", "train_relabelled"
-AUDIT_NAMES = (ISSUES_FILE, SUMMARY_FILE, FOLDS_DIR)  # what overwrite=true removes (with WITHOUT.* and RELABELLED.*)
+# what overwrite=true removes (with WITHOUT.* and RELABELLED.*)
+AUDIT_NAMES = (ISSUES_FILE, SUMMARY_FILE, FOLDS_DIR, PROBABILITIES_FILE)
 SHOWN_ROWS, SHOWN_PAIRS = 8, 6  # on the console; label_issues.csv has every row
 ARROW = "→"
 
@@ -231,6 +236,7 @@ class ClassifyAudit:
             self.path, dataclasses.asdict(cfg.data.columns), None, require_label=True,
             label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
         self.check_labels()
+        self.names = list(self.labels.names)
         self.raw = read_table(self.path)  # the same rows in the same order, as written (load_split drops none)
         self.texts = column_values(dataset, self.columns.text)
         self.pairs = column_values(dataset, self.columns.text_pair) if self.columns.text_pair else None
@@ -590,6 +596,9 @@ def audit(recipe: str, module, cfg, options: AuditOptions, overrides: list[str],
     clear_old_audit(out)  # only now: a typo or a bad fold count leaves an earlier audit as it was
     out.mkdir(parents=True, exist_ok=True)
     predictions = out_of_fold(task, module, cfg, folds, out / FOLDS_DIR, options.keep_models)
+    blocks = [np.atleast_2d(p) for p in predictions]
+    np.savez_compressed(out / PROBABILITIES_FILE, probabilities=np.concatenate(blocks),
+                        rows=np.array([len(b) for b in blocks]), labels=np.array(task.names))
     issues, relabel = task.issues(predictions)
     flagged = {issue.row for issue in issues}
     files = {"label_issues": out / ISSUES_FILE,
@@ -627,4 +636,4 @@ def report_lines(summary: dict) -> list[str]:
 __all__ = ["AuditOptions", "split_overrides", "check_recipe", "audit", "report_lines", "Issue", "ClassifyAudit",
            "NerAudit", "single_label_issues", "multi_label_issues", "token_issues", "kfold", "by_name",
            "fold_config", "out_of_fold", "audit_directory", "clear_old_audit", "retrain_commands", "pair_counts",
-           "summarize", "RECIPES", "ISSUES_FILE", "SUMMARY_FILE", "WITHOUT", "RELABELLED"]
+           "summarize", "RECIPES", "ISSUES_FILE", "SUMMARY_FILE", "PROBABILITIES_FILE", "WITHOUT", "RELABELLED"]

@@ -249,11 +249,16 @@ def evaluate(
     from .console import console_session, result_line
     from .inference import inference_precision
 
+    from .report import record_evaluation
+
     with console_session(), inference_precision(precision):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
+        report = record_evaluation(model_dir, input_file, metrics)
     typer.echo(result_line(input_file, metrics))
     if output:
         typer.echo(f"saved metrics to {output}")
+    if report:
+        typer.echo(f"added to {report} (a section of its own; the numbers in {Path(report).parent}/evaluations/)")
 
 
 @app.command("export")

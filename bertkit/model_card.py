@@ -28,6 +28,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from . import tasks
 from .configuration_bert import bertkit_only_reason
 from .families import FAMILIES, Family
+from .rundir import CONFUSION_FIGURE, ENTITY_FIGURE
 from .errors import BertkitError
 
 _PLAIN_TASK = ("feature-extraction", "AutoModel")  # a bare encoder, or an adapter on none of the heads
@@ -407,6 +408,9 @@ def _body(card: dict) -> str:
                          "every class.")
         if card["curve"]:
             parts.append("![Training curve](training_curve.png)")
+        for name, alt in ((CONFUSION_FIGURE, "Confusion matrix on dev"), (ENTITY_FIGURE, "F1 per entity type on dev")):
+            if name in card.get("figures", ()):
+                parts.append(f"![{alt}]({name})")
     if card.get("temperature"):
         parts.append(_CALIBRATION_NOTE.format(", ".join(f"{t:g}" for t in card["temperature"])))
     if card.get("report"):
@@ -596,6 +600,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),
         "curve": (model_dir / "training_curve.png").is_file(),
+        "figures": [name for name in (CONFUSION_FIGURE, ENTITY_FIGURE) if (model_dir / name).is_file()],
         "report": (model_dir / "report.html").is_file(),
         "labels": labels,
         "bertkit_only": bertkit_only_reason(model_config) if family.implementation == "bertkit" else None,

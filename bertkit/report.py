@@ -216,6 +216,44 @@ def heat_map(labels: list[str], matrix: list[list[int]], title: str = "confusion
     return "\n".join(out)
 
 
+def histogram(values: list[int], title: str, marker: int | None = None, marker_label: str = "", bins: int = 30,
+              width: int = 520, height: int = 220) -> str:
+    """Vertical bars counting `values` (token lengths) in equal-width bins from 0, and a dashed line at `marker`
+    (max_length) with its label."""
+    if not values:
+        return missing(f"{title}: no values")
+    top_value = max(max(values), marker or 0) + 1
+    size = max(1, math.ceil(top_value / bins))
+    counts = [0] * math.ceil(top_value / size)
+    for value in values:
+        counts[min(value // size, len(counts) - 1)] += 1
+    left, right, top, bottom = 60, 12, 30, 36
+    span_x, span_y = width - left - right, height - top - bottom
+    peak = max(counts) or 1
+    px = lambda v: left + v / (len(counts) * size) * span_x  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>",
+           f'<text x="4" y="16">{esc(title)}</text>',
+           f'<rect x="{left}" y="{top}" width="{span_x}" height="{span_y}" fill="none" stroke="#ccc"/>']
+    for value in _ticks(0, peak):
+        y = top + span_y - value / peak * span_y
+        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{_tick(value)}</text>')
+    for i, count in enumerate(counts):
+        h = count / peak * span_y
+        out.append(f'<rect x="{px(i * size):.1f}" y="{top + span_y - h:.1f}" width="{max(px(size) - left - 1, 1):.1f}"'
+                   f' height="{h:.1f}" fill="{COLORS[0]}"/>')
+    for value in _ticks(0, len(counts) * size, 5):
+        out.append(f'<text x="{px(value):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
+    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">tokens</text>')
+    if marker is not None:
+        side = "end" if px(marker) > width - 160 else "start"
+        out.append(f'<line x1="{px(marker):.1f}" x2="{px(marker):.1f}" y1="{top}" y2="{top + span_y}" '
+                   f'stroke="#d62728" stroke-dasharray="4 3"/><text x="{px(marker) + (-3 if side == "end" else 3):.1f}"'
+                   f' y="{top + 14}" fill="#d62728" text-anchor="{side}">{esc(marker_label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 def scatter(points: list[tuple[float, float]], title: str, x_label: str, y_label: str, size: int = 360) -> str:
     """Gold (x) against predicted (y), with the diagonal y = x."""
     if not points:
@@ -593,6 +631,90 @@ def task_section(view: RunView, examples: dict, diagnosis) -> str:
     return section(f"The task on dev ({view.recipe or 'unknown task'})", body)
 
 
+# ------------------------------------------------------------------------------------------------ the data
+
+
+def data_section(view: RunView, examples: dict) -> str:
+    """What `bertkit inspect` finds, for the run's own files: labels in train and dev, token lengths with
+    max_length and the share it cuts, duplicates and train/dev overlap (classify; ner: tags and sentence lengths)."""
+    data = examples.get("data")
+    if not data:
+        why = "the data is read when the run ends" if view.live else \
+            examples.get("data_why") or examples.get("why") or f"no data view for a '{view.recipe}' run"
+        return section("The data", missing(why))
+    parts = []
+    train, dev = data["labels"].get("train", {}), data["labels"].get("dev", {})
+    if train:
+        total_train, total_dev = sum(train.values()) or 1, sum(dev.values()) or 1
+        names = sorted(train, key=lambda name: -train[name])[:20]
+        rows = [(name, [train[name] / total_train, dev.get(name, 0) / total_dev]) for name in names]
+        parts.append(bar_chart(rows, ["train", "dev"], f"{data['label_unit']} per label (share of the split)"))
+        parts.append(table([data["label_unit"], *[n for n in names]],
+                           [["train", *[train[n] for n in names]], ["dev", *[dev.get(n, 0) for n in names]]]))
+    lengths, max_length = data["lengths"], data["max_length"]
+    if lengths:
+        over = sum(length > max_length for length in lengths) / len(lengths)
+        parts.append(histogram(lengths, f"training {data['length_unit']}: tokens each", max_length,
+                               f"max_length {max_length}: {over:.1%} {data['over']}"))
+    quality = data.get("quality")
+    if quality:
+        splits = [(name, quality[name]) for name in ("train", "dev") if quality.get(name)]
+        parts.append(table(["split", "rows", "empty texts", "duplicate texts", "texts with conflicting labels"],
+                           [[name, q["rows"], q["empty_texts"], q["duplicate_texts"], q.get("conflicting_labels", "-")]
+                            for name, q in splits]))
+        overlap = quality.get("train_dev_overlap", 0)
+        parts.append(f"<p>{overlap} dev row(s) have a text that is also in train"
+                     + (" (a leak that inflates dev scores): " + ", ".join(f"<code>{esc(t)}</code>" for t in
+                                                                          quality.get("overlap_examples", []))
+                        if overlap else "") + "</p>")
+    return section("The data", "\n".join(parts))
+
+
+def classify_data(classifier, train_path: str | None, dev_set, columns) -> dict:
+    """The data view of a classify run: its training file read as the run read it (labels, lengths, quality)."""
+    from .inspection import label_distribution, token_lengths
+    from .splits import duplicate_and_overlap_report
+    from .tasks.classify import read_examples
+
+    if not train_path or not Path(train_path).is_file():
+        return {"data_why": f"its training file {train_path} is not there any more" if train_path else
+                "the training data was not a local file"}
+    train, train_columns, _ = read_examples(train_path, classifier.column_overrides, classifier.labels)
+    texts = list(train[train_columns.text])
+    pairs = list(train[train_columns.text_pair]) if train_columns.text_pair else None
+    return {"data": {
+        "labels": {"train": label_distribution(train, classifier.labels),
+                   "dev": label_distribution(dev_set, classifier.labels)},
+        "label_unit": "rows", "length_unit": "texts",
+        "over": "of training texts over one window (chunked)" if classifier.long_doc.strategy == "chunk" else
+        f"of training texts truncated ({classifier.long_doc.strategy})",
+        "lengths": [int(n) for n in token_lengths(classifier.tokenizer, texts, pairs)],
+        "max_length": classifier.max_length,
+        "quality": duplicate_and_overlap_report(train, dev_set, columns)}}
+
+
+def ner_data(tagger, train_path: str | None, dev_sentences) -> dict:
+    """The data view of an ner run: entities per type in train and dev, sub-tokens per training sentence."""
+    from collections import Counter
+
+    from .tasks.ner import read_examples, tags_to_spans
+
+    if not train_path or not Path(train_path).is_file():
+        return {"data_why": f"its training file {train_path} is not there any more" if train_path else
+                "the training data was not a local file"}
+    sentences = read_examples(train_path, tagger.settings.read_options()).sentences
+
+    def entities(split) -> dict:
+        return dict(Counter(kind for s in split for _, _, kind in tags_to_spans(s.tags)))
+
+    ids = tagger.tokenizer([s.words for s in sentences], is_split_into_words=True, truncation=False,
+                           verbose=False)["input_ids"] if sentences else []
+    return {"data": {"labels": {"train": entities(sentences), "dev": entities(dev_sentences)},
+                     "label_unit": "entities", "length_unit": "sentences",
+                     "over": "of training sentences take 2+ windows", "lengths": [len(i) for i in ids],
+                     "max_length": tagger.settings.max_length}}
+
+
 # ------------------------------------------------------------------------------------------------ dev examples
 
 
@@ -615,11 +737,14 @@ def dev_examples(view: RunView) -> dict:
     reader = {"classify": classify_examples, "ner": ner_examples, "choice": choice_examples, "mlm": mlm_examples}
     if view.recipe not in reader:
         return {"why": f"no dev view for a '{view.recipe}' run"}
+    train = (view.config.get("data") or {}).get("train") if isinstance(view.config.get("data"), dict) else None
     with quiet_mode():
+        if view.recipe in ("classify", "ner"):
+            return reader[view.recipe](str(view.path), dev, train)
         return reader[view.recipe](str(view.path), dev)
 
 
-def classify_examples(run_dir: str, dev: str) -> dict:
+def classify_examples(run_dir: str, dev: str, train: str | None = None) -> dict:
     import numpy as np
 
     from .tasks.classify import load_predictor, predict_probabilities, read_examples
@@ -650,14 +775,15 @@ def classify_examples(run_dir: str, dev: str) -> dict:
     if kind == "single":
         out["predicted"] = [out["names"][int(i)] for i in probs.argmax(axis=1)]
     out["keys"] = [f"{t} | {p}" if pairs else t for t, p in zip(texts, pairs or texts)]
-    return out
+    return {**out, **classify_data(classifier, train, dataset, columns)}
 
 
-def ner_examples(run_dir: str, dev: str) -> dict:
+def ner_examples(run_dir: str, dev: str, train: str | None = None) -> dict:
     from .tasks.ner import decode, load_predictor, predict_word_probabilities, read_examples, tags_to_spans
 
     tagger = load_predictor(run_dir)
-    sentences = read_examples(dev, tagger.settings.read_options()).sentences[:PREDICTED_EXAMPLES]
+    every = read_examples(dev, tagger.settings.read_options()).sentences
+    sentences = every[:PREDICTED_EXAMPLES]
     probs = predict_word_probabilities(tagger, sentences)
 
     def chars(sentence, tags):  # word spans (end inclusive or not: tags_to_spans says) -> character spans
@@ -672,7 +798,8 @@ def ner_examples(run_dir: str, dev: str) -> dict:
         predicted = decode(word_probs, tagger.id2label)[0]
         rows.append({"text": sentence.text, "gold": chars(sentence, sentence.tags),
                      "predicted": chars(sentence, predicted)})
-    return {"ner": rows, "keys": [r["text"] for r in rows], "predicted": [r["predicted"] for r in rows]}
+    return {"ner": rows, "keys": [r["text"] for r in rows], "predicted": [r["predicted"] for r in rows],
+            **ner_data(tagger, train, every)}
 
 
 def qa_examples(view: RunView) -> dict:
@@ -799,6 +926,46 @@ def audit_section(view: RunView) -> str:
                             for r in top]))
 
 
+# ------------------------------------------------------------------------------------------------ evaluations
+
+
+def record_evaluation(model_dir: str | Path, input_file: str, metrics: dict) -> Path | None:
+    """`bertkit evaluate` on a finished run: its metrics saved as RUN/evaluations/<file name>.json (the same file
+    name evaluated again replaces it) and report.html rebuilt with them as a section of their own. Any other model
+    directory (an export, a stock checkpoint) is left as it is; a run that cannot be written is one warning."""
+    run_dir = Path(model_dir)
+    if not (run_dir / rundir.RECORD_FILE).is_file() or not (run_dir / rundir.RUN_CONFIG_FILE).is_file():
+        return None
+    path = run_dir / rundir.EVALUATIONS_DIR / f"{Path(input_file).name}.json"
+    try:
+        path.parent.mkdir(exist_ok=True)
+        rundir.write_json_atomic(path, {"file": str(Path(input_file).resolve()), "evaluated":
+                                        datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                                        "metrics": metrics})
+    except OSError as error:
+        from .console import warn
+
+        warn(f"the evaluation is not added to {run_dir / REPORT_FILE} ({_one_line(error)})")
+        return None
+    return write_report_quietly(run_dir)
+
+
+def evaluations_section(view: RunView) -> str:
+    """What `bertkit evaluate` measured on other files (a test split), one row per file; nothing when none."""
+    folder = view.path / rundir.EVALUATIONS_DIR
+    saved = [_json(path, {}) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    saved = [entry for entry in saved if isinstance(entry.get("metrics"), dict)]
+    if not saved:
+        return ""
+    keys = [key for key in ("accuracy", "macro_f1", "micro_f1", "f1", "precision", "recall", "exact_match", "mse",
+                            "pearson", "perplexity", "ece") if any(key in entry["metrics"] for entry in saved)]
+    rows = [[entry.get("file", "?"), entry.get("evaluated", ""), *[entry["metrics"].get(key, "-") for key in keys]]
+            for entry in saved]
+    dev = [["dev (the run's own)", "", *[view.eval.get(key, "-") for key in keys]]] if view.eval else []
+    return section("Evaluations on other files", "<p>from <code>bertkit evaluate</code>, beside the dev metrics</p>"
+                   + table(["file", "evaluated", *keys], dev + rows))
+
+
 # ------------------------------------------------------------------------------------------------ settings
 
 
@@ -859,6 +1026,11 @@ def model_section(view: RunView) -> str:
     for key in ("started", "finished"):
         if view.record.get(key):
             rows.append([key, view.record[key]])
+    machine = view.record.get("hardware") if isinstance(view.record.get("hardware"), dict) else {}
+    if machine:
+        gpus = "".join(f" · GPU {gpu}" for gpu in machine.get("gpus") or [])
+        rows.append(["trained on", f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, torch threads "
+                     f"{machine.get('torch_threads', '?')}{gpus}"])
     import torch
 
     from . import __version__
@@ -892,8 +1064,10 @@ def render(view: RunView) -> str:
         diagnosis = run_diagnosis(view, examples)
     except Exception as err:  # noqa: BLE001
         error = _one_line(err)
-    sections = [answer_section(view, examples), curves_section(view), task_section(view, examples, diagnosis),
-                diagnosis_section(view, diagnosis, error), audit_section(view), settings_section(view),
+    sections = [answer_section(view, examples), curves_section(view), data_section(view, examples),
+                task_section(view, examples, diagnosis),
+                evaluations_section(view), diagnosis_section(view, diagnosis, error), audit_section(view),
+                settings_section(view),
                 model_section(view)]
     title = f"bertkit {view.recipe or 'run'}: {view.path.name}"
     return page(title, "".join(sections), live=bool(view.live))

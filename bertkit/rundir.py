@@ -75,6 +75,7 @@ RUN_CONFIG_FILE = "bertkit_config.yaml"
 RECORD_FORMAT = 1
 METRICS_FILE = "metrics.json"
 CURVE_FILE = "training_curve.png"
+CONFUSION_FIGURE, ENTITY_FIGURE = "confusion_matrix.png", "entity_f1.png"  # the task's dev figure, for the card
 LOG_HISTORY_FILE = "log_history.json"  # every logged train loss and dev evaluation, by step (bertkit diagnose)
 REPORT_FILE = "report.html"  # the run as one page (bertkit/report.py); `bertkit report RUN_DIR` rebuilds it
 
@@ -94,9 +95,10 @@ CONTINUATION_KEYS = {"resume", "overwrite", "push", "output_dir", "train.num_tra
 # Names a bertkit run (or Trainer) writes at the top of its output_dir: what overwrite=true removes.
 RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "generation_config.json", "tokenizer.json",
                "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
-               "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", CURVE_FILE, "README.md",
-               RUN_CONFIG_FILE, "classification_report.txt", "confusion_matrix.json", "*_results.json",
-               "trainer_state.json", LOG_HISTORY_FILE, REPORT_FILE, FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
+               "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", CURVE_FILE,
+               CONFUSION_FIGURE, ENTITY_FIGURE, "README.md", RUN_CONFIG_FILE, "classification_report.txt",
+               "confusion_matrix.json", "*_results.json", "trainer_state.json", LOG_HISTORY_FILE, REPORT_FILE,
+               FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
 
 # Names of run outputs that a person may well have written themselves (notes, a picture): overwrite=true removes one
 # only when the completion record lists it, or (no record: an unfinished run) when it is newer than the run's
@@ -105,7 +107,10 @@ USER_NAMED = ("README.md", "*.png")
 
 # Folders a run trains in beside its checkpoint-* ones: a search's trials and a seed band's seeds
 # (bertkit/search.py), each removed when it ends; one left by a kill goes with overwrite=true.
-RUN_FOLDERS = ("trial-*", "seed-*")
+# `evaluations/`: what `bertkit evaluate` measured on the finished run (one JSON per file; report.html shows them) —
+# about that run's model, so it goes with it.
+EVALUATIONS_DIR = "evaluations"
+RUN_FOLDERS = ("trial-*", "seed-*", EVALUATIONS_DIR)
 
 
 def file_digest(path: Path) -> dict:
@@ -454,6 +459,22 @@ def remove_record(run_dir: str | Path) -> None:
         (Path(run_dir) / RECORD_FILE).unlink()
 
 
+def hardware() -> dict:
+    """Where the run trained, for the record (a report rebuilt later, elsewhere, still says): the CPU, its cores and
+    torch's threads, and each GPU. Speed figures mean little without it."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() \
+        else []
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "gpus": gpus}
+
+
 def write_record(run_dir: str | Path, recipe: str, started: str | None = None) -> Path:
     """The completion record: written last, atomically, listing every top-level file the run wrote (files of the
     user's from before training began stay out) with size and sha256."""
@@ -461,7 +482,7 @@ def write_record(run_dir: str | Path, recipe: str, started: str | None = None) -
     fingerprint = _read_json(run_dir / FINGERPRINT_FILE) or {}
     record = {"format": RECORD_FORMAT, "status": "finished", "recipe": recipe,
               "started": started or _RUNS.get(_key(run_dir), {}).get("started") or fingerprint.get("started"),
-              "finished": _now(), "fingerprint": fingerprint.get("sha256"),
+              "finished": _now(), "fingerprint": fingerprint.get("sha256"), "hardware": hardware(),
               "files": {name: file_digest(run_dir / name) for name in _written_by_run(run_dir, _top_files(run_dir))}}
     write_json_atomic(run_dir / RECORD_FILE, record)
     return run_dir / RECORD_FILE
@@ -980,8 +1001,9 @@ __all__ = [
     # layout
     "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "LOG_HISTORY_FILE", "METRICS_FILE",
     "REPORT_FILE",
-    "CURVE_FILE", "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
-    "USER_NAMED", "RUN_FOLDERS", "file_digest", "write_json_atomic", "write_json", "read_run_config",
+    "CURVE_FILE", "CONFUSION_FIGURE", "ENTITY_FIGURE",
+    "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
+    "USER_NAMED", "RUN_FOLDERS", "EVALUATIONS_DIR", "file_digest", "write_json_atomic", "write_json", "read_run_config",
     "save_run_config",
     # the lock
     "acquire", "release", "lock_holder",

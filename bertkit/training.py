@@ -15,6 +15,8 @@ seed band, bertkit/search.py, rebuilds it per run), early stopping, and the loss
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import logging
 import math
@@ -36,7 +38,8 @@ from .llrd import check_optimizer, optimizer_with_llrd
 from .model_card import render_model_card
 from .precision import resolve_precision
 from .report import REPORT_FILE, ReportCallback, write_report_quietly
-from .rundir import CURVE_FILE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config, write_json
+from .rundir import (CONFUSION_FIGURE, CURVE_FILE, ENTITY_FIGURE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config,
+                     write_json)
 from .search import choice_rows, load_optuna
 
 logger = logging.getLogger("bertkit")
@@ -421,6 +424,7 @@ class Run:
             target.write_text(content if isinstance(content, str) else
                               json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
         plot_training_curve(trainer.state.log_history, output_dir / CURVE_FILE, metric)
+        plot_task_figure(output_dir, results)
         save_run_config(self.cfg, str(output_dir), self.recipe)
         _write_model_card(output_dir)
 
@@ -523,7 +527,51 @@ def plot_training_curve(log_history: list[dict], path: Path, metric: str | None)
     return path
 
 
+def plot_task_figure(output_dir: Path, results: dict) -> Path | None:
+    """The task's main dev figure as a PNG for the model card (the Hub shows images, not report.html): the confusion
+    matrix of a single-label classifier (up to 30 classes), or F1 per entity type of a tagger."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matrix = {}
+    with contextlib.suppress(OSError, ValueError):
+        matrix = json.loads((output_dir / "confusion_matrix.json").read_text(encoding="utf-8"))
+    per_type = {k[3:]: v for k, v in (results.get("eval") or {}).items()
+                if k.startswith("f1_") and isinstance(v, (int, float))} if results.get("scheme") else {}
+    if isinstance(matrix, dict) and matrix.get("matrix") and len(matrix["labels"]) <= 30:
+        labels, counts = matrix["labels"], matrix["matrix"]
+        figure, axis = plt.subplots(figsize=(2.5 + 0.45 * len(labels), 2 + 0.45 * len(labels)))
+        axis.imshow(counts, cmap="Blues")
+        for i, row in enumerate(counts):
+            for j, count in enumerate(row):
+                axis.text(j, i, str(count), ha="center", va="center",
+                          color="white" if count > 0.6 * max(map(max, counts)) else "black")
+        axis.set_xticks(range(len(labels)), [str(x)[:16] for x in labels], rotation=45, ha="right")
+        axis.set_yticks(range(len(labels)), [str(x)[:16] for x in labels])
+        axis.set_xlabel("predicted")
+        axis.set_ylabel("gold")
+        axis.set_title("confusion matrix on dev")
+        path = output_dir / CONFUSION_FIGURE
+    elif per_type:
+        figure, axis = plt.subplots(figsize=(6, 1 + 0.4 * len(per_type)))
+        names = sorted(per_type)
+        axis.barh(names, [per_type[n] for n in names], color="tab:blue")
+        axis.set_xlim(0, 1)
+        axis.set_xlabel("dev F1")
+        axis.set_title("F1 per entity type on dev")
+        path = output_dir / ENTITY_FIGURE
+    else:
+        return None
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
 __all__ = [
+    "plot_task_figure", "CONFUSION_FIGURE", "ENTITY_FIGURE",
     "check_positions", "FineTuningTrainer", "several_trainings", "model_or_builder", "early_stopping", "merge_lora",
     "report", "training_arguments", "trainer_kwargs", "selection_metric", "add_lora", "check_lora_targets",
     "LossWatch", "LossGuard", "EXPLODES_BY", "FLOOR", "start_run", "Run", "resume_checkpoint", "repeated_training",

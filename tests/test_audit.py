@@ -80,6 +80,10 @@ def test_a_flipped_label_is_flagged_first_and_both_cleaned_files_are_written(tin
     assert [[r["text"], r["label"]] for r in relabelled] == [[t, suggested.get(i, label)]
                                                             for i, (t, label) in enumerate(noisy)]
     assert not (audit_dir / au.FOLDS_DIR).exists()  # the fold models are deleted
+    saved = np.load(audit_dir / au.PROBABILITIES_FILE)  # what cleanlab judged, kept to filter again
+    assert saved["probabilities"].shape == (32, 2) and list(saved["rows"]) == [1] * 32
+    assert list(saved["labels"]) == ["fruit", "vehicle"]
+    assert np.allclose(saved["probabilities"].sum(1), 1, atol=1e-5)
 
     commands = [line.strip() for line in result.output.splitlines() if line.strip().startswith("bertkit run")]
     assert len(commands) == 2 and all("train.learning_rate=5.0e-3" in c and "audit." not in c for c in commands)
@@ -163,7 +167,8 @@ def test_entities_are_rebuilt_from_the_tags_in_character_offsets():
 
 
 def test_overwrite_replaces_only_the_audits_own_files(tmp_path):
-    for name in ("label_issues.csv", "summary.json", "train_without_issues.csv", "train_relabelled.csv", "notes.txt"):
+    for name in ("label_issues.csv", "summary.json", "train_without_issues.csv", "train_relabelled.csv", "notes.txt",
+                 "out_of_fold.npz"):
         (tmp_path / name).write_text("x")
     (tmp_path / "folds" / "fold-1").mkdir(parents=True)
     au.clear_old_audit(tmp_path)

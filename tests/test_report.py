@@ -26,8 +26,10 @@ SCRIPT = "<script>alert('x')</script>"
 MAX_BYTES = 3 * 2**20
 COMMON = ["The answer", "Training curves", "Diagnosis", "Settings that differ from the defaults",
           "Model, versions, time"]
-SECTIONS = {"classify": ["Per-class precision, recall and F1", "Confusion matrix", "Confidently wrong on dev"],
-            "ner": ["F1 per entity type", "Dev sentences"], "qa": ["Dev questions", "EM and F1 by answer length"]}
+SECTIONS = {"classify": ["The data", "Per-class precision, recall and F1", "Confusion matrix",
+                         "Confidently wrong on dev"],
+            "ner": ["The data", "F1 per entity type", "Dev sentences"],
+            "qa": ["Dev questions", "EM and F1 by answer length"]}
 
 
 def run_recipe(recipe: str, overrides: list[str], reader=None):
@@ -145,6 +147,36 @@ def test_classify_report_has_every_section_and_escapes_user_text(classify_run):
     assert 'aria-label="confusion matrix"' in text and 'aria-label="per-class scores"' in text
     assert "train.num_train_epochs" in text  # a setting that differs from the recipe's defaults
     assert "live:" not in text  # the final report, not the live one
+    # the data: labels of both splits, lengths against max_length, and the text planted in train and dev under
+    # both labels (a duplicate with conflicting labels, and a leak into dev)
+    assert 'aria-label="rows per label (share of the split)"' in text
+    assert re.search(r"max_length 32: \d+\.\d% of training texts truncated", text)
+    data = text.split(">The data</h2>")[1].split("<h2")[0]
+    assert "<td>train</td><td>50</td><td>0</td><td>1</td><td>1</td>" in data
+    assert re.search(r"[1-9]\d* dev row\(s\) have a text that is also in train", data)
+    assert "trained on" in text and " cores, torch threads " in text  # the hardware, from the completion record
+    card = (classify_run["out"] / "README.md").read_text()
+    assert "![Confusion matrix on dev](confusion_matrix.png)" in card  # the Hub shows images, not report.html
+    assert (classify_run["out"] / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_evaluate_on_a_test_file_joins_the_report_and_keeps_the_run_whole(classify_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(classify_run["out"], run)
+    result = runner.invoke(app, ["evaluate", str(run), classify_run["dev"]])
+    assert result.exit_code == 0, result.output
+    assert f"added to {run / report.REPORT_FILE}" in result.output
+    saved = json.loads((run / "evaluations" / "dev.csv.json").read_text())
+    assert saved["file"] == str(Path(classify_run["dev"]).resolve()) and "accuracy" in saved["metrics"]
+    text = check_page(run / report.REPORT_FILE, COMMON + SECTIONS["classify"] + ["Evaluations on other files"])
+    assert f"<td>{saved['file']}</td>" in text
+    predicted = runner.invoke(app, ["predict", str(run), classify_run["dev"], "-o", str(tmp_path / "p.jsonl")])
+    assert predicted.exit_code == 0, predicted.output  # the run is still whole: the record does not list them
+    from bertkit.rundir import old_run_files
+
+    assert run / "evaluations" in old_run_files(run)[1]  # overwrite=true takes the old run's evaluations with it
 
 
 def test_ner_report_shows_spans_in_chinese(ner_run):
@@ -153,6 +185,9 @@ def test_ner_report_shows_spans_in_chinese(ner_run):
     assert re.sub(r"<[^>]+>", "", first) and any(ch in text for ch in first if "\u4e00" <= ch <= "\u9fff")
     assert '<mark class="gold">' in text and "gold:" in text and "predicted (" in text
     assert 'aria-label="per-type scores"' in text
+    assert 'aria-label="entities per label (share of the split)"' in text and "of training sentences take 2+" in text
+    assert (ner_run["out"] / "entity_f1.png").is_file() and "![F1 per entity type on dev](entity_f1.png)" in \
+        (ner_run["out"] / "README.md").read_text()
 
 
 def test_qa_report_marks_gold_and_predicted_answers(qa_run):
