@@ -246,7 +246,7 @@ def histogram(values: list[int], title: str, marker: int | None = None, marker_l
         out.append(f'<text x="{px(value):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
     out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">tokens</text>')
     if marker is not None:
-        side = "end" if px(marker) > width - 160 else "start"
+        side = "end" if px(marker) > width - 120 else "start"
         out.append(f'<line x1="{px(marker):.1f}" x2="{px(marker):.1f}" y1="{top}" y2="{top + span_y}" '
                    f'stroke="#d62728" stroke-dasharray="4 3"/><text x="{px(marker) + (-3 if side == "end" else 3):.1f}"'
                    f' y="{top + 14}" fill="#d62728" text-anchor="{side}">{esc(marker_label)}</text>')
@@ -404,8 +404,8 @@ def answer_section(view: RunView, examples: dict) -> str:
         same = math.isclose(top, value, rel_tol=1e-6, abs_tol=1e-9)
         lines.append(f"best evaluation: {fmt(top)} at {at}" + (" — the model kept is that one" if same and not
                                                                view.live else ""))
-    if view.recipe == "mlm" and isinstance(view.metrics.get("perplexity_before"), (int, float)):
-        lines.append(f"held-out perplexity before training {fmt(view.metrics['perplexity_before'])}")
+    if view.recipe == "mlm" and perplexity_before(view) is not None:
+        lines.append(f"held-out perplexity before training {fmt(perplexity_before(view))}")
     return section("The answer", '<p class="answer">' + "<br>".join(lines) + "</p>")
 
 
@@ -431,12 +431,18 @@ def curves_section(view: RunView) -> str:
         rows = [[f"dev {name}", *[e.get(f"eval_{name}", "-") for e in evaluations]] for name in shown]
         parts.append(table(["", *[f"step {e.get('step', '?')}" for e in evaluations]], rows) if rows else
                      missing("no dev evaluation yet"))
-    for name in shown[:8] if len(evaluations) >= 2 else []:
+    charted = shown[:8] if len(evaluations) >= 2 else []
+    # a metric that never moved is one line, not a flat chart (a model that predicts one class gives several)
+    flat = [name for name in charted if len({v for _, v in eval_points(history, f"eval_{name}")}) == 1]
+    for name in [name for name in charted if name not in flat]:
         parts.append(line_chart([(f"dev {name}", eval_points(history, f"eval_{name}"))], f"dev {name}",
                                 name + (" (selection metric)" if name == view.metric else ""), marks,
                                 height=200, log_y=name == "perplexity"))
-    if len(evaluations) >= 2 and len(names) > min(len(shown), 8):
-        parts.append(f'<p class="note">{len(names) - min(len(shown), 8)} more dev metrics (per class / per type, '
+    if flat:
+        parts.append("<p>the same at every evaluation: " + ", ".join(
+            f"dev {esc(name)} {fmt(eval_points(history, f'eval_{name}')[0][1])}" for name in flat) + "</p>")
+    if len(evaluations) >= 2 and len(names) > len(charted):
+        parts.append(f'<p class="note">{len(names) - len(charted)} more dev metrics (per class / per type, '
                      f"...) are in {rundir.METRICS_FILE}</p>")
     rates = [(e["step"], float(e["learning_rate"])) for e in history if isinstance(e.get("learning_rate"),
                                                                                  (int, float))]
@@ -603,8 +609,15 @@ def choice_sections(view: RunView, examples: dict) -> str:
     return section("Dev questions and options", intro + "".join(out), 3)
 
 
+def perplexity_before(view: RunView) -> float | None:
+    """The held-out perplexity of the model before training (the mlm recipe's metrics.json: eval.perplexity_before,
+    and before.perplexity)."""
+    before = view.eval.get("perplexity_before", (view.metrics.get("before") or {}).get("perplexity"))
+    return before if isinstance(before, (int, float)) else None
+
+
 def mlm_sections(view: RunView, examples: dict) -> str:
-    before, after = view.metrics.get("perplexity_before"), view.eval.get("perplexity")
+    before, after = perplexity_before(view), view.eval.get("perplexity")
     if isinstance(after, (int, float)):
         rows = [["before training", before], ["after training", after]] if before is not None else \
             [["after training", after]]
@@ -655,7 +668,8 @@ def data_section(view: RunView, examples: dict) -> str:
     if lengths:
         over = sum(length > max_length for length in lengths) / len(lengths)
         parts.append(histogram(lengths, f"training {data['length_unit']}: tokens each", max_length,
-                               f"max_length {max_length}: {over:.1%} {data['over']}"))
+                               f"max_length {max_length}"))
+        parts.append(f"<p>max_length {max_length}: {over:.1%} {esc(data['over'])}</p>")
     quality = data.get("quality")
     if quality:
         splits = [(name, quality[name]) for name in ("train", "dev") if quality.get(name)]

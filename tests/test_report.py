@@ -5,6 +5,7 @@ headless Chromium on the machine, each report is also opened, screenshot at phon
 network request."""
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -29,7 +30,8 @@ COMMON = ["The answer", "Training curves", "Diagnosis", "Settings that differ fr
 SECTIONS = {"classify": ["The data", "Per-class precision, recall and F1", "Confusion matrix",
                          "Confidently wrong on dev"],
             "ner": ["The data", "F1 per entity type", "Dev sentences"],
-            "qa": ["Dev questions", "EM and F1 by answer length"]}
+            "qa": ["Dev questions", "EM and F1 by answer length"], "choice": ["Dev questions and options"],
+            "mlm": ["Perplexity", "Fill-mask examples"]}
 
 
 def run_recipe(recipe: str, overrides: list[str], reader=None):
@@ -120,6 +122,35 @@ def qa_run(tiny_model_dir, tmp_path_factory):
     return {"out": out, "report": report.write_report(out)}
 
 
+def head_lines(source: Path, target: Path, start: int, stop: int) -> str:
+    lines = source.read_text(encoding="utf-8").splitlines()[start:stop]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(target)
+
+
+@pytest.fixture(scope="module")
+def choice_run(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("report-choice")
+    train = head_lines(DATA / "choice" / "en" / "train.jsonl", root / "train.jsonl", 0, 24)
+    dev = head_lines(DATA / "choice" / "en" / "dev.jsonl", root / "dev.jsonl", 0, 8)
+    out = root / "run"
+    run_recipe("choice", common(tiny_model_dir, train, dev, out, "data.max_length=48", "train.num_train_epochs=1",
+                                "train.learning_rate=1.0e-3"))
+    return {"out": out, "report": out / report.REPORT_FILE}
+
+
+@pytest.fixture(scope="module")
+def mlm_run(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("report-mlm")
+    corpus = DATA / "corpus" / "en_medical.txt"
+    train, dev = head_lines(corpus, root / "train.txt", 0, 200), head_lines(corpus, root / "dev.txt", 200, 260)
+    out = root / "run"
+    run_recipe("mlm", common(tiny_model_dir, train, dev, out, "data.max_length=64", "train.max_steps=6",
+                             "train.eval_strategy=steps", "train.eval_steps=3", "train.save_strategy=steps",
+                             "train.save_steps=3", "train.learning_rate=1.0e-3"))
+    return {"out": out, "report": out / report.REPORT_FILE}
+
+
 def check_page(path: Path, sections: list[str]) -> str:
     """The checks every report passes; returns its text."""
     assert path.is_file() and path.stat().st_size < MAX_BYTES
@@ -196,6 +227,22 @@ def test_qa_report_marks_gold_and_predicted_answers(qa_run):
     assert "dev f1 = " in text
 
 
+def test_choice_report_marks_gold_and_chosen_options(choice_run):
+    text = check_page(choice_run["report"], COMMON + SECTIONS["choice"])
+    assert "chance (picking an option at random)" in text
+    assert re.search(r"\d+ of 8 dev questions answered wrongly", text) and "✅" in text and "👉" in text
+    first = json.loads((DATA / "choice" / "en" / "dev.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert html.escape(first["options"][0], quote=True) in text
+
+
+def test_mlm_report_shows_perplexity_before_and_after_and_fill_mask(mlm_run):
+    text = check_page(mlm_run["report"], COMMON + SECTIONS["mlm"])
+    metrics = json.loads((mlm_run["out"] / "metrics.json").read_text())
+    assert "<td>before training</td>" in text and "<td>after training</td>" in text
+    assert report.fmt(metrics["eval"]["perplexity"]) in text
+    assert "hidden: " in text and "[MASK]" in text  # held-out lines with a word hidden, and the model's guesses
+
+
 def test_report_is_rewritten_at_each_evaluation(classify_run):
     seen = classify_run["seen"]
     assert len(seen) == 2  # two epochs, one evaluation each
@@ -265,6 +312,34 @@ def test_cli_rebuilds_a_report_and_compares_runs(classify_run, tiny_model_dir, t
     # the comparison is never written into a run directory
     result = runner.invoke(app, ["report", str(out), str(other), "-o", str(out / "metrics.json")])
     one_line_error(result, 2, "run directory")
+
+
+def test_a_comparison_lists_the_dev_examples_the_runs_predict_differently(classify_run, tmp_path):
+    """The second run is the first with its two head rows swapped (re-recorded as a finished run): it predicts the
+    other label for every dev text, so every one of them must be listed."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from bertkit import rundir
+
+    flipped = tmp_path / "flipped"
+    shutil.copytree(classify_run["out"], flipped)
+    weights = load_file(flipped / "model.safetensors")
+    for name in ("classifier.weight", "classifier.bias"):
+        weights[name] = weights[name].flip(0).contiguous()
+    save_file(weights, flipped / "model.safetensors", metadata={"format": "pt"})
+    rundir.write_record(flipped, "classify")
+    out = tmp_path / "compare.html"
+    result = runner.invoke(app, ["report", str(classify_run["out"]), str(flipped), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = check_page(out, ["Dev examples predicted differently"])
+    texts = {row[0] for row in csv.reader(open(classify_run["dev"], encoding="utf-8"))} - {"text"}
+    assert f"{len(texts)} of {len(texts)} dev examples predicted differently" in text
+    section = text.split(">Dev examples predicted differently</h2>")[1]
+    assert section.count("<tr>") == len(texts) + 1  # the header and one row per text, each with both labels
+    pairs = re.findall(r"<td>(positive|negative)</td><td>(positive|negative)</td></tr>", section)
+    assert len(pairs) == len(texts) and all(first != second for first, second in pairs)
 
 
 def test_not_a_run_or_unfinished_run_is_one_line_exit_2(classify_run, tmp_path):
@@ -344,7 +419,7 @@ def test_the_browser_check_sees_requests_and_console_errors(tmp_path):
 
 
 @needs_browser
-@pytest.mark.parametrize("run", ["classify_run", "ner_run", "qa_run"])
+@pytest.mark.parametrize("run", ["classify_run", "ner_run", "qa_run", "choice_run", "mlm_run"])
 def test_headless_browser_renders_without_network_or_errors(run, request, tmp_path):
     path = request.getfixturevalue(run)["report"]
     shot = path.parent / f"report-{run.removesuffix('_run')}.png"  # kept beside the run, to look at
