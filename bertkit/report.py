@@ -651,6 +651,8 @@ def data_section(view: RunView, examples: dict) -> str:
     """What `bertkit inspect` finds, for the run's own files: labels in train and dev, token lengths with
     max_length and the share it cuts, duplicates and train/dev overlap (classify; ner: tags and sentence lengths)."""
     data = examples.get("data")
+    if view.recipe not in ("classify", "ner"):  # qa / choice / mlm: their dev view shows the inputs
+        return ""
     if not data:
         why = "the data is read when the run ends" if view.live else \
             examples.get("data_why") or examples.get("why") or f"no data view for a '{view.recipe}' run"

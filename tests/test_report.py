@@ -364,8 +364,10 @@ def test_push_uploads_the_report_and_the_card_links_it(classify_run):
     from bertkit.model_card import render_model_card
 
     out = classify_run["out"]
-    assert report.REPORT_FILE in select_files(out)
-    assert "[report.html](report.html)" in render_model_card(out)
+    files = select_files(out)
+    assert report.REPORT_FILE in files and "confusion_matrix.png" in files and "training_curve.png" in files
+    card = render_model_card(out)
+    assert "[report.html](report.html)" in card and "![Confusion matrix on dev](confusion_matrix.png)" in card
 
 
 # ------------------------------------------------------------------------------------------------ a real browser
