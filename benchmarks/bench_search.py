@@ -15,32 +15,18 @@ The table gives test accuracy / macro-F1 mean ± sd over the seeds for 1 and 3, 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
 from pathlib import Path
 
-from cli_runs import band, bertkit  # benchmarks/cli_runs.py
+from cli_runs import band, bertkit, read_tsv, write_csv  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
 
 SETTING_KEYS = {"learning_rate": "train.learning_rate", "per_device_train_batch_size":
                 "train.per_device_train_batch_size", "num_train_epochs": "train.num_train_epochs",
                 "warmup_steps": "train.warmup_steps", "llrd": "llrd"}
-
-
-def write_csv(records: list[list[str]], target: Path) -> Path:
-    with open(target, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        writer.writerows(records)
-    return target
-
-
-def read_tsv(source: Path) -> list[list[str]]:
-    with open(source, encoding="utf-8") as handle:
-        return [line.rstrip("\n").rsplit("\t", 1) for line in handle if line.strip()]
 
 
 def test_scores(run_dir: Path, test: Path) -> dict:

@@ -28,7 +28,7 @@ import random
 from pathlib import Path
 
 import numpy as np
-from cli_runs import band, bertkit  # benchmarks/cli_runs.py
+from cli_runs import band, bertkit, read_tsv, write_csv  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
 
@@ -39,20 +39,6 @@ BBC = ["train.num_train_epochs=2", "train.per_device_train_batch_size=16", "trai
 
 
 # ------------------------------------------------------------------------------------------------ data
-
-
-def read_tsv(source: Path) -> list[list[str]]:
-    with open(source, encoding="utf-8") as handle:
-        return [line.rstrip("\n").rsplit("\t", 1) for line in handle if line.strip()]
-
-
-def write_csv(records, target: Path, header=("text", "label")) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(records)
-    return target
 
 
 def head_sentences(source: Path, target: Path, count: int) -> Path:

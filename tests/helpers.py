@@ -117,3 +117,15 @@ def write_csv(path: Path, header: list[str], rows: list[list]) -> str:
         writer.writerow(header)
         writer.writerows(rows)
     return str(path)
+
+
+def one_sgd_step(folder: Path, batch_size: int, accumulation: int):
+    """TrainingArguments of exactly one plain SGD step (lr 0.5, no decay, no clipping, no schedule) at `batch_size` x
+    `accumulation`, and a 99-token tokenizer that pads with id 0: the gradient accumulation tests compare the update of
+    8 x 1 with 2 x 4 on the same rows, which must be equal when the loss is exact."""
+    args = transformers.TrainingArguments(
+        output_dir=str(folder / f"{batch_size}x{accumulation}"), per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation, max_steps=1, learning_rate=0.5, optim="sgd",
+        lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=0.0, use_cpu=True, report_to="none",
+        save_strategy="no", logging_strategy="no", seed=0, dataloader_drop_last=False)
+    return args, transformers.BertTokenizerFast(vocab={f"t{i}": i for i in range(99)}, pad_token="t0")

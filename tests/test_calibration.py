@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 import yaml
-from helpers import one_line_error, tiny_config_kwargs, write_csv
+from helpers import one_line_error, one_sgd_step, tiny_config_kwargs, write_csv
 from typer.testing import CliRunner
 
 import bertkit
@@ -150,12 +150,7 @@ def one_step_update(batch_size: int, accumulation: int, tmp_path, multi: bool) -
               else [0, 1, 2, 2, 1, 0, 0, 2])
     rows = {"input_ids": [torch.randint(1, 99, (n,), generator=generator).tolist() for n in lengths],
             "labels": labels}
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / f"{batch_size}x{accumulation}"), per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=accumulation, max_steps=1, learning_rate=0.5, optim="sgd",
-        lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=0.0, use_cpu=True, report_to="none",
-        save_strategy="no", logging_strategy="no", seed=0, dataloader_drop_last=False)
-    tokenizer = transformers.BertTokenizerFast(vocab={f"t{i}": i for i in range(99)}, pad_token="t0")
+    args, tokenizer = one_sgd_step(tmp_path, batch_size, accumulation)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainer = transformers.Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_dict(rows),
                                    data_collator=transformers.DataCollatorWithPadding(tokenizer),
