@@ -434,7 +434,15 @@ def curves_section(view: RunView) -> str:
     charted = shown[:8] if len(evaluations) >= 2 else []
     # a metric that never moved is one line, not a flat chart (a model that predicts one class gives several)
     flat = [name for name in charted if len({v for _, v in eval_points(history, f"eval_{name}")}) == 1]
-    for name in [name for name in charted if name not in flat]:
+    moving = [name for name in charted if name not in flat]
+    # scores between 0 and 1 share one chart (accuracy, F1s, precision, recall, MCC move together); the
+    # selection metric leads, and each metric of another scale (perplexity, mse) gets its own
+    shared = [name for name in moving if all(-1 <= v <= 1 for _, v in eval_points(history, f"eval_{name}"))]
+    if shared:
+        parts.append(line_chart([(f"dev {name}", eval_points(history, f"eval_{name}")) for name in shared],
+                                "dev scores", f"{view.metric} (selection metric) and the other scores"
+                                if view.metric in shared else "dev scores", marks, height=260))
+    for name in [name for name in moving if name not in shared]:
         parts.append(line_chart([(f"dev {name}", eval_points(history, f"eval_{name}"))], f"dev {name}",
                                 name + (" (selection metric)" if name == view.metric else ""), marks,
                                 height=200, log_y=name == "perplexity"))
