@@ -324,6 +324,17 @@ class ClassifyAudit:
             shown = [(row, self.joined(given[row]), self.joined(suggested), score) for row, suggested, score in found]
         return [self.issue(row, given, suggested, score) for row, given, suggested, score in shown], relabel
 
+    def agreement(self, predictions: list[np.ndarray]) -> tuple[float, float]:
+        """(how often the fold models' out-of-fold prediction is the given label, the same for always answering the
+        commonest one): per row for single-label, per (row, label) decision for multi-label."""
+        probs = np.stack(predictions)
+        if self.labels.kind == "single":
+            given = np.asarray(self.given)
+            return float((probs.argmax(1) == given).mean()), float(np.bincount(given).max() / len(given))
+        hot = np.asarray(self.given) > 0.5
+        chosen = probs >= self.thresholds[:, None]
+        return float((chosen == hot).mean()), float(np.maximum(hot.mean(0), 1 - hot.mean(0)).mean())
+
     def issue(self, row: int, given: str, suggested: str, score: float) -> Issue:
         text = self.texts[row] if self.pairs is None else f"{self.texts[row]} ||| {self.pairs[row]}"
         return Issue(row, row_location(self.raw, row), text, given, suggested, score, pairs=[(given, suggested)])
@@ -429,6 +440,12 @@ class NerAudit:
         probs = task.predict_word_probabilities(tagger, [self.sentences[i] for i in rows], batch_size)
         fold_names = [tagger.id2label[i] for i in range(len(tagger.id2label))]
         return [by_name(p, fold_names, self.names, normalise=True) for p in probs]
+
+    def agreement(self, predictions: list[np.ndarray]) -> tuple[float, float]:
+        """(how often the fold models' out-of-fold tag is the given one, the share of the commonest tag), per word."""
+        given = np.concatenate([[self.ids[tag] for tag in s.tags] for s in self.sentences]).astype(int)
+        predicted = np.concatenate([p.argmax(-1) for p in predictions])
+        return float((predicted == given).mean()), float(np.bincount(given).max() / len(given))
 
     def issues(self, predictions: list[np.ndarray]) -> tuple[list[Issue], dict]:
         """The sentences with likely tag errors, worst first, and sentence -> its relabelled tags."""
@@ -571,12 +588,23 @@ def retrain_commands(recipe: str, config: str | None, overrides: list[str], outp
             for name in ("without_issues", "relabelled")]
 
 
+WEAK_JUDGES = 0.25  # fold models that close less than this share of the gap from chance to perfect: a warning
+
+
+def judges(agreement: tuple[float, float]) -> dict:
+    """How good the fold models were at the given labels: flags from models barely above chance are guesses."""
+    accuracy, chance = agreement
+    lift = (accuracy - chance) / max(1 - chance, 1e-9)
+    return {"accuracy": round(accuracy, 4), "chance": round(chance, 4), "weak": bool(lift < WEAK_JUDGES)}
+
+
 def summarize(recipe: str, task, issues: list[Issue], folds: int, files: dict[str, Path], commands: list[str],
-              seed: int) -> dict:
+              seed: int, agreement: tuple[float, float]) -> dict:
     unit = issues[0].where.split()[0] if issues else "line"
     return {
         "recipe": recipe, "train_file": str(task.path), "rows": task.size, "unit": task.unit, "folds": folds,
         "seed": seed, "flagged": len(issues), "flagged_share": round(len(issues) / max(task.size, 1), 4),
+        "judges": judges(agreement),
         "pairs": pair_counts(issues),
         "line": ("the line each row starts on in the training file (header = line 1)" if unit == "line" else
                  "the row number in the training file (1 = first row)"),
@@ -607,9 +635,20 @@ def audit(recipe: str, module, cfg, options: AuditOptions, overrides: list[str],
              "relabelled": task.write(range(task.size), out / f"{RELABELLED}{task.suffix}", relabel)}
     write_issues(task, issues, files["label_issues"])
     commands = retrain_commands(recipe, config, overrides, cfg.run.output_dir, files)
-    summary = summarize(recipe, task, issues, options.folds, files, commands, cfg.run.seed)
+    summary = summarize(recipe, task, issues, options.folds, files, commands, cfg.run.seed, task.agreement(predictions))
     write_json(out / SUMMARY_FILE, summary, "the audit summary")
     return summary
+
+
+def judges_line(judged: dict, unit: str) -> str:
+    """One line on the fold models' agreement with the given labels; a warning when they are too weak to judge."""
+    what = "tag" if unit == "sentences" else "label"
+    line = (f"the fold models agree with the given {what} on {judged['accuracy']:.1%} of held-out "
+            f"{'words' if unit == 'sentences' else unit} (always the commonest {what}: {judged['chance']:.1%})")
+    if judged["weak"]:
+        line += (" — warning: that is barely above chance, so the flags below are close to guesses; train the folds "
+                 "longer (train.num_train_epochs=...) or with a larger learning rate before acting on them")
+    return line
 
 
 def report_lines(summary: dict) -> list[str]:
@@ -617,6 +656,7 @@ def report_lines(summary: dict) -> list[str]:
     commands that retrain on the cleaned files."""
     lines = [f"audited {summary['rows']} {summary['unit']} of {summary['train_file']} in {summary['folds']} folds: "
              f"{summary['flagged']} flagged as likely label errors ({summary['flagged_share']:.1%})"]
+    lines.append(judges_line(summary["judges"], summary["unit"]))
     for pair, count in list(summary["pairs"].items())[:SHOWN_PAIRS]:
         lines.append(f"  {count:>6}  {pair}")
     if summary["top"]:
@@ -636,4 +676,5 @@ def report_lines(summary: dict) -> list[str]:
 __all__ = ["AuditOptions", "split_overrides", "check_recipe", "audit", "report_lines", "Issue", "ClassifyAudit",
            "NerAudit", "single_label_issues", "multi_label_issues", "token_issues", "kfold", "by_name",
            "fold_config", "out_of_fold", "audit_directory", "clear_old_audit", "retrain_commands", "pair_counts",
-           "summarize", "RECIPES", "ISSUES_FILE", "SUMMARY_FILE", "PROBABILITIES_FILE", "WITHOUT", "RELABELLED"]
+           "summarize", "judges", "judges_line", "RECIPES", "ISSUES_FILE", "SUMMARY_FILE", "PROBABILITIES_FILE",
+           "WITHOUT", "RELABELLED"]

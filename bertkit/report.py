@@ -944,6 +944,10 @@ def audit_section(view: RunView) -> str:
     head = (f"<p>{fmt(summary.get('flagged', '?'))} of {fmt(summary.get('rows', '?'))} training "
             f"{esc(summary.get('unit', 'rows'))} of {esc(summary.get('train_file', '?'))} flagged as likely label "
             f"errors ({fmt(summary.get('folds', '?'))} folds); every one in <code>audit/label_issues.csv</code></p>")
+    if isinstance(summary.get("judges"), dict):
+        from .audit import judges_line
+
+        head += f"<p>{esc(judges_line(summary['judges'], summary.get('unit', 'rows')))}</p>"
     return section("Label audit", head + table(["given → suggested", "count"], list(pairs.items())[:10])
                    + table(["line", "given", "suggested", "score", "text"],
                            [[r.get("line"), r.get("given"), r.get("suggested"), r.get("score"), r.get("text")]

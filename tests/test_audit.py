@@ -71,6 +71,10 @@ def test_a_flipped_label_is_flagged_first_and_both_cleaned_files_are_written(tin
 
     summary = json.loads((audit_dir / au.SUMMARY_FILE).read_text())
     assert summary["rows"] == 32 and summary["folds"] == 2 and summary["flagged"] == len(issues)
+    # the fold models learned the words: they agree with the given labels well above the commonest label's share
+    assert summary["judges"]["chance"] == 0.5 and summary["judges"]["accuracy"] >= 0.75
+    assert not summary["judges"]["weak"] and "the fold models agree with the given label on" in result.output
+    assert "warning" not in result.output
     assert summary["pairs"].get("fruit → vehicle", 0) >= 1 and summary["pairs"].get("vehicle → fruit", 0) >= 1
     flagged = {int(r["line"]) - 2 for r in issues}
     without = read_rows(audit_dir / "train_without_issues.csv")
@@ -112,7 +116,8 @@ def test_a_wrong_tag_is_flagged_and_the_relabelled_conll_keeps_its_columns(tiny_
     assert list(issues[0]) == ["line", "text", "words", "given", "suggested", "score"]
     assert [(r["line"], r["words"], r["given"], r["suggested"]) for r in issues] == [
         ("16", sentences[3][0][0], "O", "B-PER")]
-    assert json.loads((out / "audit" / au.SUMMARY_FILE).read_text())["pairs"] == {"O → B-PER": 1}
+    summary = json.loads((out / "audit" / au.SUMMARY_FILE).read_text())
+    assert summary["pairs"] == {"O → B-PER": 1} and summary["judges"]["accuracy"] > summary["judges"]["chance"]
     relabelled = (out / "audit" / "train_relabelled.conll").read_text().split("\n")
     original = text.split("\n")
     assert relabelled[15] == f"{sentences[3][0][0]} NN B-PER"  # the POS column kept, the tag changed
@@ -134,6 +139,14 @@ def test_multi_label_issues_suggest_the_classes_over_the_threshold():
     assert {row for row, _, _ in found} == {5, 6}
     assert {row: suggested for row, suggested, _ in found} == {5: [1], 6: [0, 1]}
     assert all(score < 0.5 for _, _, score in found)
+
+
+def test_fold_models_barely_above_chance_are_a_warning():
+    weak, strong = au.judges((0.55, 0.5)), au.judges((0.83, 0.52))
+    assert weak["weak"] and not strong["weak"]
+    assert "warning" in au.judges_line(weak, "rows") and "train the folds longer" in au.judges_line(weak, "rows")
+    assert "warning" not in au.judges_line(strong, "rows")
+    assert "given tag on 83.0% of held-out words" in au.judges_line(strong, "sentences")
 
 
 def test_probabilities_move_to_their_label_and_a_class_the_fold_never_saw_gets_zero():
