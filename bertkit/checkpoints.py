@@ -374,6 +374,13 @@ def check_vocabulary_fits(tokenizer, model_path: str) -> None:
                            "vocab.extend=true")
 
 
+# transformers 5.25 turns `use_kernels` on by default: on a GPU, model.eval() / .train() then swap layers (GELU, ...)
+# for kernels fetched from the Hub at run time. Offline that fails at the first evaluation ("Version 1 of
+# 'kernels-community/activation' is not available in the local cache"); online it runs code bertkit never tested
+# in place of its own layers. Every model bertkit loads is loaded without them.
+NO_HUB_KERNELS = {"use_kernels": False}
+
+
 def load_pretrained(model_class, path: str, **kwargs):
     """`model_class.from_pretrained(path, ...)` with transformers' load report replaced by what a person needs:
     one line naming the modules that start fresh (the new head every fine-tune has), and a warning for what is
@@ -383,7 +390,7 @@ def load_pretrained(model_class, path: str, **kwargs):
     if "config" in kwargs:  # BERT on bertkit's class, another family on transformers' AutoModelFor<Task>
         model_class = model_class_for(kwargs["config"], model_class)
     with quiet_load_report():
-        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **NO_HUB_KERNELS, **kwargs)
     check_encoder_loaded(info, path, model)  # a missing encoder weight stops the run: it would start random
     if mode() != "verbose":  # verbose: transformers' own report was shown
         describe_loading(info, path)
@@ -434,7 +441,7 @@ def _load_finetuned(model_class, model_dir: str, device: str):
     base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
     config_class = getattr(model_class, "config_class", None) or transformers.AutoConfig
     try:
-        model = model_class.from_pretrained(base, config=config_class.from_pretrained(model_dir))
+        model = model_class.from_pretrained(base, config=config_class.from_pretrained(model_dir), **NO_HUB_KERNELS)
     except (OSError, TypeError) as error:
         raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
@@ -446,7 +453,7 @@ def _from_pretrained(model_class, model_dir: str):
     """from_pretrained, with a SafetensorError (which names no file) turned into one line that does, and every weight
     of the fine-tuned model checked to come from the checkpoint (a missing one would predict at random)."""
     try:
-        model, info = model_class.from_pretrained(model_dir, output_loading_info=True)
+        model, info = model_class.from_pretrained(model_dir, output_loading_info=True, **NO_HUB_KERNELS)
     except Exception as error:
         if type(error).__name__ != "SafetensorError":
             raise
@@ -464,7 +471,8 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
                            f"use the output directory of the matching recipe")
 
 
-__all__ = ["DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
+__all__ = [
+    "NO_HUB_KERNELS", "DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
            "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",

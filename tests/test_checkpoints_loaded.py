@@ -196,3 +196,22 @@ def test_minilm_loads_for_mlm_with_a_new_head(minilm_dir):
 
     _, report = load_mlm_model(minilm_dir)
     assert report["mlm_head"] == "new" and report["pooler"] == "kept"
+
+
+def test_models_are_loaded_without_hub_kernels(tiny_model_dir, tmp_path):
+    """transformers 5.25 loads every model with use_kernels=True: on a GPU, the first model.eval() swaps layers for
+    kernels fetched from the Hub (offline: "Version 1 of 'kernels-community/activation' is not available", seen on
+    an H200). bertkit loads without them, for training, predicting and masked LM alike."""
+    import transformers
+
+    from bertkit import BertkitForSequenceClassification
+    from bertkit.checkpoints import _from_pretrained, load_pretrained
+    from bertkit.tasks.mlm import load_mlm_model
+
+    stock = transformers.AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=2)
+    print("transformers' own default here:", stock.use_kernels)
+    model = load_pretrained(BertkitForSequenceClassification, tiny_model_dir, num_labels=2)
+    assert model.use_kernels is False
+    model.save_pretrained(tmp_path / "saved")
+    assert _from_pretrained(BertkitForSequenceClassification, str(tmp_path / "saved")).use_kernels is False
+    assert load_mlm_model(tiny_model_dir)[0].use_kernels is False

@@ -31,7 +31,7 @@ import transformers
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
-from bertkit.checkpoints import load_tokenizer
+from bertkit.checkpoints import NO_HUB_KERNELS, load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.families import implementation_for, is_bertkit, takes_token_types
@@ -187,7 +187,7 @@ def load_mlm_model(path: str, nsp: bool = False):
         return load_family_mlm(path, nsp)
     model_class = BertkitForPreTraining if nsp else BertkitForMaskedLM
     with quiet_load_report():  # the report says what is new (the caller prints it): transformers' table to train.log
-        model, info = model_class.from_pretrained(path, output_loading_info=True)
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **NO_HUB_KERNELS)
     check_encoder_loaded(info, path, model)  # a missing encoder weight stops the run: it would start random
     missing = sorted(info["missing_keys"])
     report = {"new_mlm_keys": [k for k in missing if k.startswith("cls.predictions.")],
@@ -197,7 +197,7 @@ def load_mlm_model(path: str, nsp: bool = False):
         report["pooler"] = "new" if any(".pooler." in f".{k}" for k in missing) else "kept"
     elif any(".pooler." in f".{k}" for k in info["unexpected_keys"]):
         with quiet_load_report():
-            model.bert.pooler = BertkitModel.from_pretrained(path).pooler
+            model.bert.pooler = BertkitModel.from_pretrained(path, **NO_HUB_KERNELS).pooler
         report["pooler"] = "kept"
     report["mlm_head"] = "new" if report["new_mlm_keys"] else "loaded"
     return model, report
@@ -222,7 +222,8 @@ def load_family_mlm(path: str, nsp: bool):
         raise BertkitError(f"nsp=true trains BERT's next-sentence head, and {path} is a {family_of(config).name} "
                            "checkpoint, which has none — set nsp=false")
     with quiet_load_report():
-        model, info = transformers.AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        model, info = transformers.AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True,
+                                                                        **NO_HUB_KERNELS)
     check_encoder_loaded(info, path, model)
     new = sorted(key for key in info["missing_keys"] if not key.startswith(f"{model.base_model_prefix}."))
     return model, {"new_mlm_keys": new, "new_nsp_keys": [], "pooler": "none",
