@@ -100,10 +100,21 @@ def flagged_words(noisy, audit_dir: Path) -> set[tuple[int, int]]:
             if x[-1] != y[-1]}
 
 
-def flagged_rows(audit_dir: Path) -> set[int]:
-    """Row indices of label_issues.csv's lines (a CSV with a header: row i is line i + 2)."""
+def ranked_rows(audit_dir: Path) -> list[int]:
+    """Row indices of label_issues.csv's lines, worst first (a CSV with a header: row i is line i + 2)."""
     with open(audit_dir / "label_issues.csv", newline="", encoding="utf-8") as handle:
-        return {int(record["line"]) - 2 for record in csv.DictReader(handle)}
+        return [int(record["line"]) - 2 for record in csv.DictReader(handle)]
+
+
+def flagged_rows(audit_dir: Path) -> set[int]:
+    return set(ranked_rows(audit_dir))
+
+
+def precision_of_the_worst(audit_dir: Path, flipped: set[int]) -> float:
+    """classify: the share of flipped rows among the len(flipped) rows the audit ranks worst (how good the ranking
+    is where a person starts reading, whatever the cut cleanlab chose)."""
+    worst = ranked_rows(audit_dir)[:len(flipped)]
+    return len(set(worst) & flipped) / max(len(flipped), 1)
 
 
 METRIC = {"classify": "accuracy", "ner": "f1"}  # what `bertkit evaluate` on dev reports
@@ -138,6 +149,8 @@ def one_seed(clean, args, seed: int, dev: Path) -> dict:
     result = {"seed": seed, "flipped": len(flipped), "flagged": len(flagged),
               "precision": found / len(flagged) if flagged else 0.0, "recall": found / len(flipped) if flipped else 0.0,
               "audit_s": round(audit_time, 1)}
+    if args.task == "classify":
+        result["worst_precision"] = precision_of_the_worst(audit_dir, flipped)
     for name in ("noisy", "cleaned", "clean"):
         value, elapsed = dev_score(args.task, files[name], work / f"run-{name}", dev, common)
         result[f"{name}_score"], result[f"{name}_s"] = value, round(elapsed, 1)
@@ -155,6 +168,9 @@ def tables(runs: list[dict], task: str, folds: int) -> list[dict]:
              "rows": [[f"{folds} folds", band([r["precision"] for r in runs], 3), band([r["recall"] for r in runs], 3),
                        band([r["flagged"] for r in runs], 1), band([r["flipped"] for r in runs], 1),
                        f"{statistics.mean(r['audit_s'] for r in runs):.0f}"]]}
+    if all("worst_precision" in r for r in runs):
+        audit["columns"].insert(3, "precision of the k ranked worst (k = changed)")
+        audit["rows"][0].insert(3, band([r["worst_precision"] for r in runs], 3))
     metric = "accuracy" if task == "classify" else "entity F1"
     retrained = {"columns": ["trained on", f"dev {metric}", "wall time per run (s)"],
                  "rows": [[shown, band([r[f"{name}_score"] for r in runs]),
@@ -186,6 +202,11 @@ def main():
         noise, settings = "entity types swapped", "max_length 128, batch 16, lr 2e-4"
     if args.runs_from:
         runs = [json.loads(line) for line in args.runs_from.read_text().splitlines() if line.startswith('{"seed"')]
+        for run in runs:  # the ranking's precision, from the audit files where --work still holds them
+            audit_dir = args.work / f"seed-{run['seed']}" / "audit"
+            if args.task == "classify" and "worst_precision" not in run and (audit_dir / "label_issues.csv").is_file():
+                flipped = flip_labels(read_tsv(args.data / "train.tsv")[:args.rows], args.noise, run["seed"])[1]
+                run["worst_precision"] = precision_of_the_worst(audit_dir, flipped)
     else:
         if args.task == "classify":
             clean = read_tsv(args.data / "train.tsv")[:args.rows]
