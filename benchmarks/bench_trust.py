@@ -133,7 +133,7 @@ def length_part(args, seed: int, files: dict, dataset: str) -> dict:
         "bbc": ("classify", args.bbc / "train.csv", args.bbc / "val.csv",
                 [*BBC, f"train.num_train_epochs={args.bbc_epochs}"], "accuracy"),
     }[dataset]
-    extra = ["data.columns.label=category"] if dataset == "bbc" else []
+    extra = ["data.label_column=category"] if dataset == "bbc" else []
     result = {}
     for name in ("128", "auto"):
         metrics = run(recipe, args.work / f"length-{dataset}-{seed}" / name, f"data.train={train}",
