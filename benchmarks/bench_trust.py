@@ -200,7 +200,8 @@ def result_file(results: dict, command: str) -> dict:
             "date": datetime.date.today().isoformat(),
             "setup": "Every run is `bertkit run` on the embedded all-MiniLM-L6-v2 with data.eval = the folder's dev "
                      "split (it picks the best epoch and fits the temperature); 3 epochs, batch 32, lr 5e-5 (ner: "
-                     "batch 16, lr 2e-4; BBC: batch 16, --bbc-epochs), precision auto (bf16 autocast on this AVX-512 BF16 CPU). mean ± sd over seeds 42, 43, ...; wall times on "
+                     "batch 16, lr 2e-4; BBC: batch 16, --bbc-epochs), precision auto (bf16 autocast on this "
+                     "AVX-512 BF16 CPU). mean ± sd over seeds 42, 43, ...; wall times on "
                      "a shared 2-core machine with other benchmarks running beside them.",
             "tables": tables(results), "notes": [], "runs": results}
 
