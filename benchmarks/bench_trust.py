@@ -129,7 +129,7 @@ def weights_part(args, seed: int, files: dict) -> dict:
 def length_part(args, seed: int, files: dict, dataset: str) -> dict:
     recipe, train, dev, settings, metric = {
         "sst2": ("classify", files["sst2_train"], files["sst2_dev"], CLASSIFY, "accuracy"),
-        "conll": ("ner", files["conll_train"], files["conll_dev"], NER, "f1"),
+        "conll": ("ner", files.get("conll_train"), files.get("conll_dev"), NER, "f1"),
         "bbc": ("classify", args.bbc / "train.csv", args.bbc / "val.csv",
                 [*BBC, f"train.num_train_epochs={args.bbc_epochs}"], "accuracy"),
     }[dataset]
