@@ -254,11 +254,10 @@ def evaluate(
     with console_session(), inference_precision(precision):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
         report = record_evaluation(model_dir, input_file, metrics)
-    typer.echo(result_line(input_file, metrics))
+    # one line still: the report that now shows this evaluation (the numbers: RUN/evaluations/<file name>.json)
+    typer.echo(result_line(input_file, metrics) + (f" (added to {report})" if report else ""))
     if output:
         typer.echo(f"saved metrics to {output}")
-    if report:
-        typer.echo(f"added to {report} (a section of its own; the numbers in {Path(report).parent}/evaluations/)")
 
 
 @app.command("export")
