@@ -44,6 +44,14 @@ def token_lengths(tokenizer, texts: list[str], pairs: list[str] | None) -> np.nd
     return np.array([len(ids) for ids in encoded])
 
 
+def word_token_lengths(tokenizer, sentences: list[list[str]]) -> np.ndarray:
+    """Full length in tokens of each pre-split sentence (ner's words), special tokens included."""
+    if not sentences:
+        return np.array([], dtype=int)
+    encoded = tokenizer(sentences, is_split_into_words=True, truncation=False, verbose=False)["input_ids"]
+    return np.array([len(ids) for ids in encoded])
+
+
 def unknown_rate(tokenizer, texts: list[str]) -> float:
     encoded = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
     total = sum(len(ids) for ids in encoded)
@@ -177,5 +185,5 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
 
 
 __all__ = ["inspect_data", "auto_max_length", "imbalance_warning", "label_distribution", "label_rows",
-           "token_lengths", "unknown_rate", "length_summary",
+           "token_lengths", "word_token_lengths", "unknown_rate", "length_summary",
            "strategy_settings", "document_coverage", "coverage_report", "coverage_table"]

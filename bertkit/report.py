@@ -721,6 +721,7 @@ def ner_data(tagger, train_path: str | None, dev_sentences) -> dict:
     """The data view of an ner run: entities per type in train and dev, sub-tokens per training sentence."""
     from collections import Counter
 
+    from .inspection import word_token_lengths
     from .tasks.ner import read_examples, tags_to_spans
 
     if not train_path or not Path(train_path).is_file():
@@ -731,11 +732,10 @@ def ner_data(tagger, train_path: str | None, dev_sentences) -> dict:
     def entities(split) -> dict:
         return dict(Counter(kind for s in split for _, _, kind in tags_to_spans(s.tags)))
 
-    ids = tagger.tokenizer([s.words for s in sentences], is_split_into_words=True, truncation=False,
-                           verbose=False)["input_ids"] if sentences else []
+    lengths = word_token_lengths(tagger.tokenizer, [s.words for s in sentences])
     return {"data": {"labels": {"train": entities(sentences), "dev": entities(dev_sentences)},
                      "label_unit": "entities", "length_unit": "sentences",
-                     "over": "of training sentences take 2+ windows", "lengths": [len(i) for i in ids],
+                     "over": "of training sentences take 2+ windows", "lengths": [int(n) for n in lengths],
                      "max_length": tagger.settings.max_length}}
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import datasets
-import numpy as np
 import transformers
 
 from bertkit import BertkitForTokenClassification, checkpoints, checks, families, inspection, options, tasks, training
@@ -105,8 +104,7 @@ def load_data(cfg: Config, tokenizer):
 def choose_max_length(cfg: Config, tokenizer, sentences) -> None:
     """data.max_length=auto from the training sentences' sub-token counts (special tokens included), within the
     model's positions; a sentence over it is windowed, not cut, so the share is of sentences that take 2+ windows."""
-    lengths = np.array([len(ids) for ids in tokenizer([s.words for s in sentences], is_split_into_words=True,
-                                                      truncation=False, verbose=False)["input_ids"]])
+    lengths = inspection.word_token_lengths(tokenizer, [s.words for s in sentences])
     limit = families.position_limit(checkpoints.task_config(checkpoints.resolve_model(cfg.model)))
     cfg.data.max_length, longer = inspection.auto_max_length(lengths, limit)
     say(f"data.max_length=auto: {cfg.data.max_length} tokens (the longest training sentence has {max(lengths)}; "
