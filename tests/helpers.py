@@ -129,3 +129,28 @@ def one_sgd_step(folder: Path, batch_size: int, accumulation: int):
         lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=0.0, use_cpu=True, report_to="none",
         save_strategy="no", logging_strategy="no", seed=0, dataloader_drop_last=False)
     return args, transformers.BertTokenizerFast(vocab={f"t{i}": i for i in range(99)}, pad_token="t0")
+
+
+def tiny_stock_head(head_class, path: Path, tokenizer_dir: str, **config) -> str:
+    """A tiny random stock BERT head with a real tokenizer: a model directory predict and serve take as it is."""
+    torch.manual_seed(0)
+    bert = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, max_position_embeddings=128, **config)
+    head_class(bert).save_pretrained(path)
+    transformers.AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(path)
+    return str(path)
+
+
+def tiny_task_models(root: Path, tokenizer_dir: str) -> dict[str, str]:
+    """One tiny model directory per task (classify, ner, qa, choice, mlm) under `root`."""
+    labels = {"id2label": {0: "negative", 1: "positive"}, "label2id": {"negative": 0, "positive": 1}}
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    return {
+        "classify": tiny_stock_head(transformers.BertForSequenceClassification, root / "classify", tokenizer_dir,
+                                    **labels),
+        "ner": tiny_stock_head(transformers.BertForTokenClassification, root / "ner", tokenizer_dir,
+                               id2label=dict(enumerate(tags)), label2id={t: i for i, t in enumerate(tags)}),
+        "qa": tiny_stock_head(transformers.BertForQuestionAnswering, root / "qa", tokenizer_dir),
+        "choice": tiny_stock_head(transformers.BertForMultipleChoice, root / "choice", tokenizer_dir),
+        "mlm": tiny_stock_head(transformers.BertForMaskedLM, root / "mlm", tokenizer_dir),
+    }

@@ -64,7 +64,7 @@ def test_no_padding_is_identity():
 def test_pad_heads_matches_pad_input_transposed():
     indices, _, _ = unpadding_indices(MASK)
     packed = torch.arange(7 * 2 * 3, dtype=torch.float32).view(7, 2, 3)  # (N=7, H=2, hd=3)
-    heads = pad_heads(packed, indices // 4, indices % 4, batch=3, seqlen=4)
+    heads = pad_heads(packed, indices, batch=3, seqlen=4)  # slots = row * 4 + column
     assert heads.shape == (3, 2, 4, 3) and heads.is_contiguous()  # (B, H, T, hd)
     assert torch.equal(heads, pad_input(packed, indices, 3, 4).transpose(1, 2))
     assert heads[2, :, 1:].abs().sum() == 0  # row 2 has one real token
@@ -89,7 +89,7 @@ def test_gradients_flow_through_unpad_and_pad():
 def test_gradients_flow_through_pad_heads():
     indices, _, _ = unpadding_indices(MASK)
     packed = torch.ones(7, 2, 3, requires_grad=True)
-    heads = pad_heads(packed, indices // 4, indices % 4, 3, 4)  # (B, H, T, hd)
+    heads = pad_heads(packed, indices, 3, 4)  # (B, H, T, hd)
     scale = torch.arange(4.0).view(1, 1, 4, 1)  # gradient = the token's column
     (heads * scale).sum().backward()
     assert packed.grad[:, 0, 0].tolist() == [0, 1, 0, 1, 2, 3, 0]

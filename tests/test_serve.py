@@ -23,33 +23,14 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from bertkit.serve import Limits, create_app  # noqa: E402
+from helpers import tiny_task_models  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tiny(head_class, path: Path, tokenizer_dir: str, **config) -> str:
-    """A tiny random stock BERT head with a real tokenizer: a model directory predict and serve take as it is."""
-    torch.manual_seed(0)
-    bert = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                   intermediate_size=64, max_position_embeddings=128, **config)
-    head_class(bert).save_pretrained(path)
-    transformers.AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(path)
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, minilm_dir):
-    root = tmp_path_factory.mktemp("serve-models")
-    labels = {"id2label": {0: "negative", 1: "positive"}, "label2id": {"negative": 0, "positive": 1}}
-    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    return {
-        "classify": tiny(transformers.BertForSequenceClassification, root / "classify", minilm_dir, **labels),
-        "ner": tiny(transformers.BertForTokenClassification, root / "ner", minilm_dir,
-                    id2label=dict(enumerate(tags)), label2id={t: i for i, t in enumerate(tags)}),
-        "qa": tiny(transformers.BertForQuestionAnswering, root / "qa", minilm_dir),
-        "choice": tiny(transformers.BertForMultipleChoice, root / "choice", minilm_dir),
-        "mlm": tiny(transformers.BertForMaskedLM, root / "mlm", minilm_dir),
-    }
+    return tiny_task_models(tmp_path_factory.mktemp("serve-models"), minilm_dir)
 
 
 def free_port() -> int:

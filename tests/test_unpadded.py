@@ -125,8 +125,14 @@ def test_attention_buckets_group_rows_by_length(monkeypatch):
     buckets = unpadding.attention_buckets()
     assert [b.rows.tolist() for b in buckets] == [[1, 3], [2], [4], [0]]  # ceil(L / 3): 1, 2, 3, 4
     assert [(b.batch, b.seqlen) for b in buckets] == [(2, 2), (1, 5), (1, 8), (1, 10)]
-    packed_order = torch.cat([b.tokens for b in buckets])[unpadding.bucket_order]
-    assert torch.equal(packed_order, torch.arange(int(mask.sum())))
+    # packed bucket by bucket, row-major inside one: rows 1 and 3, then 2, 4, 0, each bucket a slice of the packing
+    assert unpadding.batch_index.tolist() == [1, 1, 3] + [2] * 5 + [4] * 8 + [0] * 10
+    assert [(b.tokens.start, b.tokens.stop) for b in buckets] == [(0, 3), (3, 8), (8, 16), (16, 26)]
+    assert unpadding.position_index[:3].tolist() == [0, 1, 0]
+    assert torch.equal(unpadding.indices, unpadding.batch_index * 10 + unpadding.position_index)
+    assert buckets[0].slots.tolist() == [0, 1, 2]  # (row 1, col 0), (row 1, col 1), (row 3, col 0) in a 2 x 2 layout
+    hidden = torch.randn(5, 10, 4)
+    assert torch.equal(unpadding.unpack(unpadding.pack(hidden))[mask.bool()], hidden[mask.bool()])
     assert Unpadding.from_mask(mask).with_length_buckets(32).attention_buckets()[0].rows is None  # one bucket: all
 
 

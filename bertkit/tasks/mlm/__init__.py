@@ -31,7 +31,7 @@ import transformers
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
-from bertkit.checkpoints import NO_HUB_KERNELS, load_tokenizer
+from bertkit.checkpoints import NO_HUB_KERNELS, for_inference, load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.families import implementation_for, is_bertkit, takes_token_types
@@ -372,7 +372,7 @@ def load_predictor(model_dir: str) -> FillMaskPredictor:
         head = report["new_mlm_keys"][0].split(".")[0]
         raise BertkitError(f"{model_dir} has no MLM head ({head}.* weights): its predictions would come from a random "
                            "head — use the output directory of `bertkit run mlm`")
-    return FillMaskPredictor(load_tokenizer(model_dir), model.eval(), settings)
+    return FillMaskPredictor(load_tokenizer(model_dir), for_inference(model), settings)
 
 
 def read_masked_lines(path: str, mask_token: str) -> list[str]:
