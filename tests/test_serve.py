@@ -16,8 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import torch
-import transformers
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
