@@ -8,6 +8,9 @@ epoch, the best by dev accuracy loaded at the end. Rows, each a fresh subprocess
                               bertkit's model (unpadding) and the rest of the recipe
   bertkit classify bf16       precision=bf16: CPU autocast, what precision=auto picks on a CPU with native bf16
   transformers Trainer bf16   the reference with bf16=True, use_cpu=True
+  ... @ baseline              with --baseline-tree DIR (another commit's checkout, e.g. `git worktree add DIR REV`):
+                              both bertkit rows again with that tree's bertkit first on PYTHONPATH, interleaved with
+                              the others, to show that a change costs no speed
 "wall s" is the wall clock around the whole process: imports, tokenization, training, evaluation, saving. "x" is
 the reference's wall time over the row's. "train s" is the Trainer's train_runtime (training and the per-epoch
 evaluations and checkpoints, without start-up and final save). "dev acc" is the final model's dev accuracy, the mean
@@ -16,7 +19,7 @@ a single run cannot show a difference of half a point. The variants are interlea
 per round) so that machine noise hits them alike; times are medians over the seeds. --quick (1 epoch on the first 64
 train rows, one seed) only checks that the script works.
 
-    python benchmarks/bench_e2e.py [--seeds 3] [--epochs 4] [--threads N] [--quick]
+    python benchmarks/bench_e2e.py [--seeds 3] [--epochs 4] [--threads N] [--quick] [--baseline-tree DIR]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "en_sentiment"
 BIN = Path(sys.executable).parent
 PLAIN = Path(__file__).resolve().parent / "plain_trainer.py"
 VARIANTS = ["transformers Trainer fp32", "bertkit classify fp32", "bertkit classify bf16", "transformers Trainer bf16"]
+BASELINE = " @ baseline"  # the suffix of the rows run from --baseline-tree
 
 
 def yaml_scalar(value) -> str:
@@ -52,7 +56,7 @@ def yaml_scalar(value) -> str:
 
 
 def command(variant: str, train: Path, output_dir: Path, epochs: float, seed: int, result: Path) -> list[str]:
-    precision = variant.rsplit(" ", 1)[1]
+    precision = variant.removesuffix(BASELINE).rsplit(" ", 1)[1]
     if variant.startswith("transformers"):
         plain = [sys.executable, str(PLAIN), "--train", str(train), "--dev", str(DATA / "dev.csv"), "--output-dir",
                  str(output_dir), "--epochs", str(epochs), "--seed", str(seed), "--result", str(result)]
@@ -72,13 +76,16 @@ def read_result(variant: str, output_dir: Path, result: Path) -> tuple[float, fl
     return data["eval"]["accuracy"], data["train"]["train_runtime"]
 
 
-def run_once(variant: str, train: Path, epochs: float, seed: int, work: Path, threads: int, run_id: int) -> dict:
+def run_once(variant: str, train: Path, epochs: float, seed: int, work: Path, threads: int, run_id: int,
+             baseline_tree: Path | None = None) -> dict:
     output_dir, result, log = work / f"run{run_id}", work / f"result{run_id}.json", work / f"run{run_id}.log"
     # A fresh datasets cache per run: the plain script's load_dataset / map would otherwise reuse earlier runs' Arrow
     # files, while bertkit reads and tokenizes in memory every time.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false",
            "HF_DATASETS_CACHE": str(work / f"datasets{run_id}")}
+    if variant.endswith(BASELINE):
+        env["PYTHONPATH"] = str(baseline_tree)
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
         code = subprocess.run(command(variant, train, output_dir, epochs, seed, result), stdout=out,
@@ -119,7 +126,7 @@ def print_row(name: str, runs: list[dict], reference_wall: float | None) -> dict
     row = {"wall": statistics.median(r["wall"] for r in runs), "train": statistics.median(r["train"] for r in runs),
            "accuracy": statistics.mean(accuracies), "sd": statistics.stdev(accuracies) if len(runs) > 1 else 0.0}
     reference_wall = reference_wall or row["wall"]
-    print(f"{name:<28}{row['wall']:>9.1f}{reference_wall / row['wall']:>7.2f}{row['train']:>9.1f}"
+    print(f"{name:<36}{row['wall']:>9.1f}{reference_wall / row['wall']:>7.2f}{row['train']:>9.1f}"
           f"{row['accuracy']:>9.2f} ± {row['sd']:.2f}   ({', '.join(f'{a:.2f}' for a in accuracies)})", flush=True)
     return row
 
@@ -150,7 +157,10 @@ def main():
     parser.add_argument("--epochs", type=float, default=None, help=f"default {TRAIN_ARGS['num_train_epochs']}")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--quick", action="store_true", help="1 epoch on the first 64 train rows: tests the script")
+    parser.add_argument("--baseline-tree", type=Path, help="another checkout: its bertkit rows run interleaved too")
     args = parser.parse_args()
+    variants = VARIANTS + ([name + BASELINE for name in VARIANTS if name.startswith("bertkit")]
+                           if args.baseline_tree else [])
     epochs = args.epochs or (1 if args.quick else TRAIN_ARGS["num_train_epochs"])
     seeds = [SEED + offset for offset in range(1 if args.quick else args.seeds)]
     started = time.perf_counter()
@@ -160,18 +170,24 @@ def main():
         train = quick_train_file(work) if args.quick else DATA / "train.csv"
         print(f"all-MiniLM-L6-v2 on {train.name} ({len(read_csv(train)) - 1} rows), "
               f"{epochs:g} epochs, {args.threads} threads, seeds {seeds}; dev accuracy in %", flush=True)
-        print(f"{'variant':<28}{'wall s':>9}{'x':>7}{'train s':>9}{'dev acc':>9}", flush=True)
+        print(f"{'variant':<36}{'wall s':>9}{'x':>7}{'train s':>9}{'dev acc':>9}", flush=True)
         warm_up()
-        runs = {name: [] for name in VARIANTS}
+        runs = {name: [] for name in variants}
         rows = {}
         for round_number, seed in enumerate(seeds):
-            for index, name in enumerate(VARIANTS):
-                run_id = round_number * len(VARIANTS) + index
-                runs[name].append(run_once(name, train, epochs, seed, work, args.threads, run_id))
+            for index, name in enumerate(variants):
+                run_id = round_number * len(variants) + index
+                runs[name].append(run_once(name, train, epochs, seed, work, args.threads, run_id, args.baseline_tree))
                 if seed == seeds[-1]:  # a row is final with its last seed: print it now
-                    rows[name] = print_row(name, runs[name], rows[VARIANTS[0]]["wall"] if rows else None)
+                    rows[name] = print_row(name, runs[name], rows[variants[0]]["wall"] if rows else None)
 
     print_comparisons(rows)
+    if args.baseline_tree:
+        print(f"\n{'against the baseline tree':<32}{'wall x':>8}{'train x':>9}{'dev acc':>9}")
+        for name in variants[len(VARIANTS):]:
+            ours, theirs = rows[name.removesuffix(BASELINE)], rows[name]
+            print(f"{name.removesuffix(BASELINE):<32}{theirs['wall'] / ours['wall']:>8.2f}"
+                  f"{theirs['train'] / ours['train']:>9.2f}{ours['accuracy'] - theirs['accuracy']:>+9.2f}")
     print(f"Total {time.perf_counter() - started:.0f} s.")
 
 

@@ -24,7 +24,11 @@ Both models train with torch's fused AdamW (transformers' default optim, which b
 training, dropout on (bertkit's rows include its cheaper CPU dropout masks). The run ends with the issue's targets:
 each ratio, its goal, and whether this run met it.
 
-    python benchmarks/bench_model.py [--repeats 3] [--threads N]
+--keep-freed-memory applies what the bertkit CLI sets for its own process (bertkit.speed.keep_freed_memory: glibc keeps
+freed blocks for reuse instead of page-faulting them in again) to this process, for both models alike; without it the
+process runs with glibc's defaults, as the earlier tables did.
+
+    python benchmarks/bench_model.py [--repeats 3] [--threads N] [--keep-freed-memory]
 """
 
 from __future__ import annotations
@@ -270,7 +274,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--keep-freed-memory", action="store_true", help="glibc settings of the bertkit CLI")
     args = parser.parse_args()
+    if args.keep_freed_memory:
+        from bertkit.speed import keep_freed_memory
+
+        print(f"keep_freed_memory: {'applied' if keep_freed_memory() else 'not available here'}")
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()

@@ -84,7 +84,7 @@ def pad_heads(packed: torch.Tensor, slots: torch.Tensor, batch: int, seqlen: int
     at once (index_copy along one dimension), then the layout is made contiguous, which the CPU sdpa kernel reads
     faster than the transposed view."""
     flat = packed.new_zeros(batch * seqlen, *packed.shape[1:])  # (B*T, H, hd)
-    flat = flat.index_copy(0, slots, packed)  # out of place: autograd sees a plain scatter
+    flat.index_copy_(0, slots, packed)  # in place on a fresh tensor: autograd records a scatter, with no extra copy
     return flat.view(batch, seqlen, *packed.shape[1:]).transpose(1, 2).contiguous()  # (B, H, T, hd)
 
 
@@ -225,9 +225,13 @@ def attend_buckets(attend, qkv: torch.Tensor, attention_mask, unpadding: Unpaddi
     The packed q, k, v are scattered into padded (B_b, H, T_b, hd) layouts, one per attention bucket, and the padding
     mask (B, 1, 1 or T, T) hides the pad keys, so each sequence attends to itself only. `attend(q, k, v, mask)` is
     the kernel: three (B_b, H, T_b, hd) -> context (B_b, T_b, H, hd)."""
-    pieces = [_attend_bucket(attend, qkv[bucket.tokens], attention_mask, bucket)
-              for bucket in unpadding.attention_buckets()]
-    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # the buckets' tokens in turn: the packed order
+    buckets = unpadding.attention_buckets()
+    if len(buckets) == 1:
+        return _attend_bucket(attend, qkv, attention_mask, buckets[0])
+    # split, not slices: its backward is one concatenation, where each slice's would fill a zero tensor of all N
+    parts = qkv.split([bucket.tokens.stop - bucket.tokens.start for bucket in buckets])  # (N_b, 3H, hd) each
+    pieces = [_attend_bucket(attend, part, attention_mask, bucket) for part, bucket in zip(parts, buckets)]
+    return torch.cat(pieces)  # the buckets' tokens in turn: the packed order
 
 
 def _attend_bucket(attend, qkv, attention_mask, bucket: AttentionBucket) -> torch.Tensor:
