@@ -25,10 +25,11 @@ def run_batch(model, batch):
 
 @contextlib.contextmanager
 def inference_precision(precision: str):
-    """Autocast around predict / evaluate: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or fp16 where
-    the device runs it natively, else fp32) - what `precision` means for training too. int8: models loaded inside
-    are quantized (dynamic int8 linear layers, on CPU; see checkpoints.quantize_int8), ONNX exports run their int8
-    graph."""
+    """The precision predict / evaluate / serve run at: fp32 (exact; the default), bf16, fp16 (CUDA), or auto (bf16 or
+    fp16 where the device runs it natively, else fp32) - what `precision` means for training too. Models loaded
+    inside are readied for it (checkpoints.for_inference): bf16 casts them once, int8 quantizes their linear layers
+    (dynamic, on CPU), and an ONNX export runs its int8 graph; autocast stays on around the calls (fp16's only
+    mechanism, and for bf16 the fp32 losses and anything not loaded here)."""
     if precision not in INFERENCE_PRECISIONS:
         raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
     token = LOAD_PRECISION.set(precision)
