@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from . import speed
 from .console import describe_loading, mode, quiet_load_report
 from .errors import BertkitError
 from .families import family_of, implementation_for, layer_of, num_layers
@@ -426,6 +427,9 @@ def for_inference(model):
     model = model.eval().to("cuda" if torch.cuda.is_available() else "cpu")
     if precision in ("bf16", "auto") and resolve_precision(precision)[0].get("bf16"):
         model = model.to(torch.bfloat16)
+    for module in model.modules():  # after the cast, which gives every parameter its own storage
+        if hasattr(module, "share_qkv_buffer") and speed.on("fused_qkv"):
+            module.share_qkv_buffer()
     return model
 
 

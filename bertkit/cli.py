@@ -407,7 +407,8 @@ def serve_command(
     run_dir: str = typer.Argument(..., help="A finished run directory (any task), or its ONNX export."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
-    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP + " serve's default is auto: bf16 "
+                                  "measured 0.0 points from fp32 on SST-2 dev; fp32 answers exactly as predict does."),
     max_inputs: int = typer.Option(64, "--max-inputs", help="Inputs per request (413 above)."),
     max_chars: int = typer.Option(20_000, "--max-chars", help="Characters per input (413 above)."),
     max_queue: int = typer.Option(1024, "--max-queue", help="Inputs waiting for the model (503 above)."),

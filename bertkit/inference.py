@@ -46,6 +46,16 @@ def inference_precision(precision: str):
         LOAD_PRECISION.reset(token)
 
 
+def resolved_precision(precision: str) -> tuple[str, str]:
+    """What `precision` runs as on this device (fp32, bf16, fp16 or int8), and a sentence saying why."""
+    if precision not in INFERENCE_PRECISIONS:
+        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
+    if precision == "int8":
+        return "int8", "precision int8 (asked for)"
+    flags, why = resolve_precision(precision)
+    return ("bf16" if flags.get("bf16") else "fp16" if flags.get("fp16") else "fp32"), why
+
+
 def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
     """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within max_tokens."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
@@ -60,4 +70,4 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
     return batches + ([current] if current else [])
 
 
-__all__ = ["INFERENCE_PRECISIONS", "run_batch", "inference_precision", "token_budget_batches"]
+__all__ = ["INFERENCE_PRECISIONS", "run_batch", "inference_precision", "resolved_precision", "token_budget_batches"]

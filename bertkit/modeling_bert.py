@@ -84,6 +84,21 @@ def eager_attention(module, query, key, value, attention_mask, scaling, dropout=
     return torch.matmul(probs, value).transpose(1, 2), probs
 
 
+def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
+    """torch.cat(parts) along dim 0, as a view when the parts already lie side by side in one buffer (see
+    `BertkitSelfAttention.share_qkv_buffer`) and no gradient is wanted; otherwise a copy."""
+    if torch.compiler.is_compiling() or torch.compiler.is_exporting():  # traced tensors have no storage to compare
+        return torch.cat(parts)
+    first = parts[0]
+    offset, storage, size = first.storage_offset(), first.untyped_storage().data_ptr(), first.numel()
+    side_by_side = all(part.is_contiguous() and part.dtype == first.dtype and part.shape[1:] == first.shape[1:]
+                       and part.untyped_storage().data_ptr() == storage and part.storage_offset() == offset + i * size
+                       for i, part in enumerate(parts))
+    if side_by_side and not (torch.is_grad_enabled() and any(part.requires_grad for part in parts)):
+        return first.as_strided((sum(len(part) for part in parts), *first.shape[1:]), first.stride())
+    return torch.cat(parts)
+
+
 class BertkitSelfAttention(nn.Module):
     is_causal = False  # read by transformers' sdpa / flash kernels
 
@@ -117,10 +132,25 @@ class BertkitSelfAttention(nn.Module):
         nn.Linear (a LoRA or quantised wrapper): then each runs as itself."""
         projections = (self.query, self.key, self.value)
         if speed.on("fused_qkv") and all(type(proj) is nn.Linear for proj in projections):
-            weight = torch.cat([proj.weight for proj in projections])  # (3D, D)
-            bias = torch.cat([proj.bias for proj in projections])  # (3D,)
+            weight = stacked([proj.weight for proj in projections])  # (3D, D)
+            bias = stacked([proj.bias for proj in projections])  # (3D,)
             return F.linear(hidden_states, weight, bias)
         return torch.cat([proj(hidden_states) for proj in projections], dim=-1)
+
+    def share_qkv_buffer(self) -> None:
+        """Put the query, key and value weights (and biases) side by side in one buffer, each parameter a view of its
+        part, so that `project_qkv` reads the stacked weight without copying it at every call (at inference; the
+        parameters keep their names, shapes and values). A later cast or load gives them their own storage again,
+        and `project_qkv` then goes back to copying."""
+        projections = (self.query, self.key, self.value)
+        if not all(type(proj) is nn.Linear for proj in projections):
+            return
+        with torch.no_grad():
+            for name in ("weight", "bias"):
+                parts = [getattr(proj, name) for proj in projections]
+                buffer = torch.cat([part.detach() for part in parts])
+                for part, view in zip(parts, buffer.split([len(part) for part in parts])):
+                    part.data = view
 
     def _dropout_p(self) -> float:
         return self.dropout.p if self.training else 0.0

@@ -489,15 +489,20 @@ class Server:
 
     def __init__(self, run_dir: str, precision: str, limits: Limits):
         from . import __version__
-        from .inference import inference_precision
+        from .inference import inference_precision, resolved_precision
 
         limits.check()
-        with inference_precision(precision):  # int8 quantizes as the model loads
+        self.runs_at, self.precision_reason = resolved_precision(precision)
+        with inference_precision(precision):  # int8 quantizes as the model loads, bf16 casts it
             self.endpoint = load_endpoint(run_dir)
         self.limits, self.stats = limits, Stats()
         self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
         model = getattr(self.endpoint.predictor, "model", None)
-        self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name, "precision": precision,
+        if model is not None and not hasattr(model, "parameters"):  # an ONNX export: its int8 graph if asked, else fp32
+            self.runs_at = "int8" if precision == "int8" else "fp32"
+            self.precision_reason = f"the export's {self.runs_at} graph"
+        self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name, "precision": self.runs_at,
+                     "precision_asked": precision,
                      "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
                      "limits": asdict(limits), **self.endpoint.info}
 
@@ -583,7 +588,7 @@ def answer_errors_as_json(app, server: Server) -> None:
         return server.error(500, f"unexpected {type(exc).__name__}: {first}")
 
 
-def create_app(run_dir: str, precision: str = "fp32", limits: Limits | None = None):
+def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = None):
     """The FastAPI app serving `run_dir`. The model is loaded here (errors surface before the server listens), under
     `precision`, and runs in one thread under that precision's autocast."""
     require_serve()
@@ -634,13 +639,15 @@ def _clean(value):
     return value
 
 
-def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "fp32",
+def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
           limits: Limits | None = None, log_level: str = "info") -> None:
     """Load the run, then serve it with uvicorn until Ctrl-C / SIGTERM (queued requests are finished first)."""
     require_serve()
     import uvicorn
 
     app = create_app(run_dir, precision, limits)
+    server = app.state.server
+    print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
 
 

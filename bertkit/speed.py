@@ -23,7 +23,9 @@ training steps were 2.15x slower and inference 1.74x:
   1.10x (within the spread).
 - `fused_qkv`: one (3D, D) matmul for query, key and value instead of three (modeling_bert.py `project_qkv`). Gain:
   training step 0.91x, inference 1.06x: within the spread, so not shown to pay in fp32 here; kept for bf16
-  autocast, where the input is cast once instead of three times (not measured on this AVX2-only machine).
+  autocast, where the input is cast once instead of three times (not measured on this AVX2-only machine). At
+  inference (checkpoints.py `for_inference`) the three weights share one buffer, so the stacked weight is a view
+  instead of a copy per call: the copies were 11 % of a one-sentence bf16 prediction (cProfile, MiniLM).
 - `malloc`: glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, below; the CLI's process only).
   Gain: 6-9 % on MiniLM training steps, measured when it was added (not timed by bench_speed.py: it is set once
   per process).

@@ -38,11 +38,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(model_dir: str, **limits):
+def running(model_dir: str, precision: str = "fp32", **limits):
     """A uvicorn server for `model_dir` in a thread of this process, on a free loopback port; stopped on exit."""
     import uvicorn
 
-    app = create_app(model_dir, "fp32", Limits(**limits))
+    app = create_app(model_dir, precision, Limits(**limits))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -107,6 +107,20 @@ def test_the_answer_is_the_one_predict_gives(models, tmp_path):
         assert mine["label"] == theirs["label"]
         for name, p in mine["probabilities"].items():
             assert abs(p - theirs["probabilities"][name]) < 1e-5
+
+
+def test_serve_runs_at_auto_unless_told_and_says_what_auto_chose(models):
+    """The default precision is auto: bf16 where the CPU has native bf16 matmul, else fp32; /info says which."""
+    from bertkit.precision import cpu_supports_bf16
+
+    for precision, runs_at in (("auto", "bf16" if cpu_supports_bf16() else "fp32"), ("fp32", "fp32")):
+        with running(models["classify"], precision) as (url, app):
+            info = httpx.get(f"{url}/info").json()
+            assert (info["precision"], info["precision_asked"]) == (runs_at, precision)
+            dtype = next(app.state.server.endpoint.predictor.model.parameters()).dtype
+            assert str(dtype) == {"bf16": "torch.bfloat16", "fp32": "torch.float32"}[runs_at]
+            assert httpx.post(f"{url}/predict", json={"inputs": "a fine film"}, timeout=30).status_code == 200
+    assert create_app.__defaults__[0] == "auto"
 
 
 def test_concurrent_requests_run_as_one_batch(models):
@@ -246,6 +260,7 @@ def test_the_installed_command_serves_and_shuts_down_with_requests_in_flight(mod
         assert server.wait(60) in (0, -signal.SIGTERM)
         log = server.stdout.read()
         assert "Finished server process" in log and "Traceback" not in log, log
+        assert "at precision " in log.split("serving ", 1)[1].splitlines()[0], log
     finally:
         if server.poll() is None:
             server.kill()

@@ -88,3 +88,54 @@ def test_plain_leaves_memory_alone(monkeypatch, tmp_path):
         assert release_mapped_pages((str(path),)) == 0
         monkeypatch.setenv(speed.PLAIN_ENV, "")
         assert release_mapped_pages((str(path),)) >= 1  # on Linux, the mapping is released when the trick is on
+
+
+def test_inference_reads_the_stacked_qkv_weight_without_copying_it(monkeypatch, models):
+    """for_inference puts query, key and value side by side in one buffer: project_qkv's stacked weight is then a
+    view (no copy per call), outputs match transformers, and the parameters keep their names and values."""
+    from bertkit.checkpoints import for_inference
+    from bertkit.modeling_bert import stacked
+
+    reference, ours = models
+    before = {name: value.clone() for name, value in ours.state_dict().items()}
+    ours = for_inference(ours)
+    attention = ours.encoder.layer[0].attention.self
+    parts = [attention.query.weight, attention.key.weight, attention.value.weight]
+    with torch.no_grad():
+        assert stacked(parts).data_ptr() == parts[0].data_ptr()  # a view of the shared buffer
+        batch = padded_batch()
+        expected, got = reference(**batch).last_hidden_state, ours(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-4)
+    after = ours.state_dict()
+    assert list(after) == list(before) and all(torch.equal(after[name], before[name]) for name in before)
+    # with the trick off, or where a gradient is wanted, the weight is a copy
+    monkeypatch.setenv(speed.PLAIN_ENV, "fused_qkv")
+    fresh = bertkit.BertkitModel(ours.config)
+    fresh.load_state_dict(before)
+    fresh = for_inference(fresh)
+    monkeypatch.delenv(speed.PLAIN_ENV)
+    fresh_attention = fresh.encoder.layer[0].attention.self
+    fresh_parts = [fresh_attention.query.weight, fresh_attention.key.weight, fresh_attention.value.weight]
+    with torch.no_grad():
+        assert stacked(fresh_parts).data_ptr() != fresh_parts[0].data_ptr()
+    assert stacked(parts).data_ptr() != parts[0].data_ptr()  # grad enabled and parts require it: a copy
+
+
+def test_training_a_model_after_inference_sharing_updates_query_key_and_value(models):
+    """Gradients reach all three projections when their weights share one buffer (the stacked weight is copied
+    where autograd needs it), and equal those of a model that never shared."""
+    import copy
+
+    from bertkit.checkpoints import for_inference
+
+    _, ours = models
+    shared, plain = for_inference(copy.deepcopy(ours)), copy.deepcopy(ours)  # eval mode: no dropout, same numbers
+    batch = padded_batch()
+    for model in (shared, plain):
+        model(**batch).last_hidden_state.square().mean().backward()
+    for name in ("query", "key", "value"):
+        got = getattr(shared.encoder.layer[0].attention.self, name).weight.grad
+        expected = getattr(plain.encoder.layer[0].attention.self, name).weight.grad
+        assert got is not None and got.abs().sum() > 0
+        torch.testing.assert_close(got, expected)
