@@ -15,7 +15,8 @@ the 2 cores with the server: httpx's AsyncClient spent 9.4 s of CPU in a 10.3 s 
 from the server it measured); these connections spend about 0.03 s. The client's own CPU time is printed per level.
 
 `--soak S`: S seconds of `bertkit serve` at concurrency 64 with one request in ten bad (malformed JSON, too many
-inputs, an unknown field), reporting errors on the good ones, the server's RSS at start and end, and /health after.
+inputs, an unknown field), reporting errors on the good ones, the server's RSS at start (warmed up, idle), every 30 s
+and at the end, and /health after.
 
     python benchmarks/bench_http.py [--seconds 20] [--concurrency 1,8,64] [--repeats 1] [--texts FILE.tsv]
     python benchmarks/bench_http.py --variants bertkit --concurrency "" --soak 600
@@ -302,15 +303,35 @@ def main() -> None:
     soak = None
     if args.soak:
         with server("bertkit", model_dir, export_dir, tuple(args.serve_args.split())) as (url, process):
-            start_rss = rss_mb(process.pid)
-            result = asyncio.run(load(url, texts, 64, args.soak, bad_every=10))
-            end_rss = rss_mb(process.pid)
+            rss = [(0.0, rss_mb(process.pid))]
+
+            async def soak_with_samples() -> dict:
+                async def sample() -> None:  # the server's RSS every 30 s while the load runs
+                    began = time.perf_counter()
+                    while True:
+                        await asyncio.sleep(30)
+                        rss.append((time.perf_counter() - began, rss_mb(process.pid)))
+
+                sampler = asyncio.create_task(sample())
+                try:
+                    return await load(url, texts, 64, args.soak, bad_every=10)
+                finally:
+                    sampler.cancel()
+
+            result = asyncio.run(soak_with_samples())
+            rss.append((args.soak, rss_mb(process.pid)))
             health = httpx.get(f"{url}/health", timeout=10).json()
-        soak = {**result, "rss_start_mb": start_rss, "rss_end_mb": end_rss, "health_after": health}
+        after_minute = [mb for seconds, mb in rss if seconds >= 60]
+        soak = {**result, "rss_start_mb": rss[0][1], "rss_end_mb": rss[-1][1], "rss_mb_every_30_s": rss,
+                "rss_from_1_min_mb": [min(after_minute), max(after_minute)] if after_minute else None,
+                "health_after": health}
         print(f"\nsoak: {args.soak:g} s at concurrency 64, 1 request in 10 bad: {result['requests']:,} requests, "
               f"{result['rps']:.1f} good req/s, errors on good requests {result['errors']}, bad requests not "
-              f"answered 4xx {result['bad_not_4xx']}, statuses {result['statuses']}; RSS {start_rss:,.0f} MB at "
-              f"start, {end_rss:,.0f} MB at the end; /health after: {health}")
+              f"answered 4xx {result['bad_not_4xx']}, statuses {result['statuses']}; RSS {rss[0][1]:,.0f} MB at "
+              f"start (warmed up, idle), {rss[-1][1]:,.0f} MB at the end"
+              + (f", {min(after_minute):,.0f}-{max(after_minute):,.0f} MB from the first minute on" if after_minute
+                 else "") + f"; /health after: {health}")
+        print("RSS (s, MB): " + "  ".join(f"{seconds:.0f}:{mb:,.0f}" for seconds, mb in rss))
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "soak": soak}, indent=2, default=str))
 

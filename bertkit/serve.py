@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from . import speed
 from .errors import BertkitError, require_packages
 
 @dataclass
@@ -341,6 +342,7 @@ class Pending:
 
 
 STOP = object()  # queued by Batcher.stop: the model thread ends when it reaches it
+TRIM_EVERY_S = 5.0  # how often at most the model thread hands freed heap back to the OS (speed.py: server_memory)
 
 
 class Batcher:
@@ -399,7 +401,7 @@ class Batcher:
 
     def _run(self) -> None:
         with self.run_in():
-            following = None
+            following, trimmed = None, time.monotonic()
             while True:
                 first = following or self.queue.get()
                 if first is STOP:  # stop() queued it after every request it had accepted: all are answered
@@ -408,6 +410,9 @@ class Batcher:
                 for pending in batch:
                     self._take(pending)
                 self._run_batch([p for p in batch if not p.dropped and not p.future.done()])
+                if time.monotonic() - trimmed > TRIM_EVERY_S:  # between batches, even under load
+                    speed.release_freed_memory()
+                    trimmed = time.monotonic()
 
     def _run_batch(self, batch: list[Pending]) -> None:
         if not batch:
@@ -592,6 +597,7 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     """The FastAPI app serving `run_dir`. The model is loaded here (errors surface before the server listens), under
     `precision`, and runs in one thread under that precision's autocast."""
     require_serve()
+    speed.limit_kernel_cache()  # before the model's first matmul
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, ConfigDict

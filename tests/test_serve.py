@@ -137,6 +137,20 @@ def test_concurrent_requests_run_as_one_batch(models):
         assert metric(text, 'bertkit_requests_total{status="200"}') == 2
 
 
+def test_the_model_thread_hands_freed_memory_back_between_batches(models, monkeypatch):
+    """speed.py's server_memory: malloc_trim between batches (at most every TRIM_EVERY_S), not during one."""
+    import bertkit.serve as serve_module
+
+    calls = []
+    monkeypatch.setattr(serve_module, "TRIM_EVERY_S", 0.0)
+    monkeypatch.setattr(serve_module.speed, "release_freed_memory", lambda: calls.append(time.monotonic()))
+    with running(models["classify"]) as (url, _):
+        for text in ("one film", "another film"):
+            assert httpx.post(f"{url}/predict", json={"inputs": text}, timeout=30).status_code == 200
+        batches = metric(httpx.get(f"{url}/metrics").text, "bertkit_batch_requests_count")
+    assert batches == 2 and len(calls) == 2
+
+
 @pytest.mark.parametrize("body, status, fragment", [
     (b'{"inputs": "unclosed', 422, "invalid request body"),
     (b'{"text": "no inputs key"}', 422, "inputs"),

@@ -139,3 +139,25 @@ def test_training_a_model_after_inference_sharing_updates_query_key_and_value(mo
         expected = getattr(plain.encoder.layer[0].attention.self, name).weight.grad
         assert got is not None and got.abs().sum() > 0
         torch.testing.assert_close(got, expected)
+
+
+def test_a_server_keeps_fewer_compiled_kernels_unless_told(monkeypatch):
+    monkeypatch.delenv(speed.ONEDNN_CACHE_ENV, raising=False)
+    speed.limit_kernel_cache()
+    assert speed.os.environ[speed.ONEDNN_CACHE_ENV] == str(speed.SERVER_KERNEL_CACHE)
+    monkeypatch.setenv(speed.ONEDNN_CACHE_ENV, "4096")  # the user's own setting stays
+    speed.limit_kernel_cache()
+    assert speed.os.environ[speed.ONEDNN_CACHE_ENV] == "4096"
+    monkeypatch.delenv(speed.ONEDNN_CACHE_ENV)
+    monkeypatch.setenv(speed.PLAIN_ENV, "server_memory")
+    speed.limit_kernel_cache()
+    assert speed.ONEDNN_CACHE_ENV not in speed.os.environ
+
+
+def test_freed_memory_goes_back_to_the_os_unless_plain(monkeypatch):
+    import sys
+
+    if sys.platform.startswith("linux"):
+        assert speed.release_freed_memory() in (True, False)  # glibc answers whether it released anything
+    monkeypatch.setenv(speed.PLAIN_ENV, "server_memory")
+    assert speed.release_freed_memory() is False
