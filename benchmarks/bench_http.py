@@ -2,7 +2,7 @@
 FastAPI app around `transformers.pipeline`, and the same around ONNX Runtime's int8 export), same MiniLM classifier.
 
 Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native bf16 matmul), `bertkit-fp32`,
-`pipeline`, `onnx-int8`.
+`bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`, `onnx-int8`.
 
 A bounded local load generator (asyncio, loopback only): at each concurrency level, that many clients each
 send one request at a time (one text per request, drawn in turn from the texts) for `--seconds`, and the run
@@ -46,7 +46,7 @@ import httpx  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
-VARIANTS = ("bertkit", "bertkit-fp32", "pipeline", "onnx-int8")  # bertkit: its default precision, auto
+VARIANTS = ("bertkit", "bertkit-fp32", "bertkit-onnx-int8", "pipeline", "onnx-int8")  # bertkit: precision auto
 
 
 # ------------------------------------------------------------------------------------------------------------ setup
@@ -99,8 +99,9 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
     """One server process on a free loopback port, up and warmed; stopped (SIGTERM, then kill) on exit."""
     port = free_port()
     if variant.startswith("bertkit"):
-        precision = ("--precision", "fp32") if variant == "bertkit-fp32" else ()
-        command = [str(BIN / "bertkit"), "serve", model_dir, "--port", str(port), *precision, *serve_args]
+        target, precision = {"bertkit": (model_dir, ()), "bertkit-fp32": (model_dir, ("--precision", "fp32")),
+                             "bertkit-onnx-int8": (export_dir, ("--precision", "int8"))}[variant]
+        command = [str(BIN / "bertkit"), "serve", target, "--port", str(port), *precision, *serve_args]
     else:
         kind, target = ("pipeline", model_dir) if variant == "pipeline" else ("onnx", export_dir)
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
@@ -283,7 +284,7 @@ def main() -> None:
     texts = read_texts(args.texts)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    model_dir, export_dir = build_models(workdir, "onnx-int8" in variants)
+    model_dir, export_dir = build_models(workdir, any(v.endswith("onnx-int8") for v in variants))
     print(machine_line())
     print(f"{len(texts)} texts; {args.seconds:g} s per level; concurrency {levels}; repeats {args.repeats}")
 
