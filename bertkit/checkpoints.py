@@ -427,9 +427,10 @@ def for_inference(model):
     model = model.eval().to("cuda" if torch.cuda.is_available() else "cpu")
     if precision in ("bf16", "auto") and resolve_precision(precision)[0].get("bf16"):
         model = model.to(torch.bfloat16)
-    for module in model.modules():  # after the cast, which gives every parameter its own storage
-        if hasattr(module, "share_qkv_buffer") and speed.on("fused_qkv"):
-            module.share_qkv_buffer()
+    if speed.on("fused_qkv"):  # after the cast, which gives every parameter its own storage
+        for module in model.modules():
+            if hasattr(module, "share_qkv_buffer"):
+                module.share_qkv_buffer()
     return model
 
 

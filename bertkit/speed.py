@@ -34,7 +34,8 @@ training steps were 2.15x slower and inference 1.74x:
 - `server_memory`: a long-running `bertkit serve` keeps 256 of oneDNN's compiled matmul kernels instead of 1,024
   (about 0.4 MB each; bf16 batches of every token count fill the cache) and hands freed heap back to the OS
   (malloc_trim) between batches, at most every 5 s (serve.py). Memory, not speed: in 3 minutes at concurrency 64
-  (bf16, MiniLM) RSS grew from 0.73 to 2.0 GB without it and stayed at 1.2-1.4 GB with it, at the same requests/s.
+  (bf16, MiniLM) RSS grew from 0.73 to 2.0 GB without it and held at 1.0-1.4 GB with it, at the same requests/s;
+  a 10-minute soak with it stayed at 1.1-1.4 GB from the first minute on (docs/benchmarks.md#http).
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
