@@ -206,9 +206,9 @@ def task_module(model_dir: str) -> ModuleType:
     return module_for_model(model_dir)
 
 
-PRECISION_HELP = ("fp32 (exact), bf16 (autocast: about 1.7x faster on CPUs with native bf16), fp16 (CUDA), auto "
-                  "(the fastest the device runs natively), or int8 (dynamic int8 linear layers on CPU; an ONNX "
-                  "export's int8 graph).")
+PRECISION_HELP = ("fp32 (exact), bf16 (the model cast to bf16 once: fast on CPUs with native bf16 and on GPUs), "
+                  "fp16 (CUDA), auto (the fastest the device runs natively), or int8 (dynamic int8 linear layers on "
+                  "CPU; an ONNX export's int8 graph).")
 
 
 @app.command()
