@@ -55,10 +55,10 @@ def test_gradient_accumulation_is_exact(head, problem_type, tmp_path):
         assert torch.allclose(update, accumulated[name], atol=1e-6, rtol=1e-4), name
 
 
-def test_model_accepts_loss_kwargs_so_trainer_passes_the_item_count():
+def test_model_accepts_loss_kwargs_so_trainer_passes_the_item_count(tmp_path):
     model = bertkit.BertkitForMaskedLM(bertkit.BertkitConfig(**tiny_config_kwargs()))
     trainer = transformers.Trainer(model=model, args=transformers.TrainingArguments(
-        output_dir="unused", report_to="none", use_cpu=True))
+        output_dir=str(tmp_path / "unused"), report_to="none", use_cpu=True))
     assert trainer.model_accepts_loss_kwargs
 
 
