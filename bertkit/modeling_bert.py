@@ -209,9 +209,24 @@ class BertkitIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.exact_gelu = config.hidden_act == "gelu"
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self._fuses_gelu(hidden_states):  # oneDNN applies GELU as the matmul writes its output
+            return torch.ops.mkldnn._linear_pointwise(hidden_states, self.dense.weight, self.dense.bias, "gelu", [],
+                                                      "none")
         return self.intermediate_act_fn(self.dense(hidden_states))
+
+    def _fuses_gelu(self, hidden_states: torch.Tensor) -> bool:
+        """bf16 inference on CPU with BERT's exact GELU: the (N, 4D) output is written once, where a separate GELU
+        reads and writes it again (out of cache at thousands of tokens: 32 ms against 14 for a 8,700 x 384 -> 1,536
+        bf16 layer here)."""
+        return (self.exact_gelu and hidden_states.dtype == torch.bfloat16 and hidden_states.device.type == "cpu"
+                and type(self.dense) is nn.Linear and self.dense.weight.dtype == torch.bfloat16
+                and self.dense.bias is not None
+                and not (torch.is_grad_enabled() and self.dense.weight.requires_grad)
+                and torch.backends.mkldnn.is_available() and speed.on("fused_gelu")
+                and not (torch.compiler.is_compiling() or torch.compiler.is_exporting()))
 
 
 class BertkitLayer(GradientCheckpointingLayer):

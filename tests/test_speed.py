@@ -161,3 +161,30 @@ def test_freed_memory_goes_back_to_the_os_unless_plain(monkeypatch):
         assert speed.release_freed_memory() in (True, False)  # glibc answers whether it released anything
     monkeypatch.setenv(speed.PLAIN_ENV, "server_memory")
     assert speed.release_freed_memory() is False
+
+
+def test_bf16_inference_fuses_the_feed_forward_gelu_into_its_matmul(monkeypatch, models):
+    """The fused path runs where it should (bf16 weights, CPU, no gradient) and gives what the plain path gives, to
+    bf16's precision; fp32, gradients and BERTKIT_PLAIN=fused_gelu take the plain path."""
+    import copy
+
+    _, ours = models
+    cast = copy.deepcopy(ours).to(torch.bfloat16)
+    intermediate = cast.encoder.layer[0].intermediate
+    hidden = torch.randn(7, ours.config.hidden_size, dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert intermediate._fuses_gelu(hidden)
+        fused = intermediate(hidden)
+        monkeypatch.setenv(speed.PLAIN_ENV, "fused_gelu")
+        assert not intermediate._fuses_gelu(hidden)
+        plain = intermediate(hidden)
+        monkeypatch.delenv(speed.PLAIN_ENV)
+        assert not ours.encoder.layer[0].intermediate._fuses_gelu(hidden.float())  # fp32 weights and input
+    torch.testing.assert_close(fused.float(), plain.float(), atol=2e-2, rtol=2e-2)
+    assert not intermediate._fuses_gelu(hidden)  # gradients wanted: autograd needs the two steps
+    batch = padded_batch()
+    with torch.no_grad():
+        got = cast(**batch).last_hidden_state.float()
+        expected = ours(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(got[real], expected[real], atol=0.1, rtol=0.05)  # the whole bf16 model vs fp32
