@@ -79,13 +79,16 @@ def pad_input(packed: torch.Tensor, indices: torch.Tensor, batch: int, seqlen: i
 def pad_heads(packed: torch.Tensor, slots: torch.Tensor, batch: int, seqlen: int) -> torch.Tensor:
     """Packed per-head vectors scattered into the (B, H, T, hd) layout attention kernels read.
 
-    packed (N, H, hd); slots (N,): each token's place in the flattened (B * T) layout, row * T + column. Zeros at the
-    padding positions. Same values as `pad_input(packed, slots, B, T).transpose(1, 2)`: whole (H, hd) rows are copied
-    at once (index_copy along one dimension), then the layout is made contiguous, which the CPU sdpa kernel reads
-    faster than the transposed view."""
-    flat = packed.new_zeros(batch * seqlen, *packed.shape[1:])  # (B*T, H, hd)
+    packed (N, H, hd), or (N, G, H, hd) for G groups of heads (query, key, value) -> (B, H, T, hd), or (G, B, H, T, hd)
+    with each group contiguous. slots (N,): each token's place in the flattened (B * T) layout, row * T + column.
+    Zeros at the padding positions. Same values as `pad_input(packed, slots, B, T).transpose(1, 2)`: whole rows are
+    copied at once (index_copy along one dimension), then the layout is made contiguous, which the CPU kernels read
+    faster than the transposed view (and whose (B, H) dimensions then merge without a copy)."""
+    flat = packed.new_zeros(batch * seqlen, *packed.shape[1:])  # (B*T, [G,] H, hd)
     flat.index_copy_(0, slots, packed)  # in place on a fresh tensor: autograd records a scatter, with no extra copy
-    return flat.view(batch, seqlen, *packed.shape[1:]).transpose(1, 2).contiguous()  # (B, H, T, hd)
+    groups = packed.dim() - 3  # 0 or 1
+    order = (*range(2, 2 + groups), 0, 2 + groups, 1, 3 + groups)  # (B, T, [G,] H, hd) -> ([G,] B, H, T, hd)
+    return flat.view(batch, seqlen, *packed.shape[1:]).permute(order).contiguous()
 
 
 def length_buckets(seqlens: torch.Tensor, granularity: int) -> list[torch.Tensor]:
@@ -238,8 +241,9 @@ def _attend_bucket(attend, qkv, attention_mask, bucket: AttentionBucket) -> torc
     """Attention for one bucket of rows. qkv (N_b, 3H, hd), its tokens -> their context (N_b, H, hd)."""
     if bucket.rows is not None and attention_mask is not None:
         attention_mask = attention_mask[bucket.rows][:, :, :bucket.seqlen, :bucket.seqlen]  # (B_b, 1, ., T_b)
-    padded = pad_heads(qkv, bucket.slots, bucket.batch, bucket.seqlen)  # (B_b, 3H, T_b, hd), zeros at padding
-    context = attend(*padded.chunk(3, dim=1), attention_mask)  # 3 x (B_b, H, T_b, hd) -> (B_b, T_b, H, hd)
+    grouped = qkv.view(len(qkv), 3, -1, qkv.shape[-1])  # (N_b, 3, H, hd)
+    padded = pad_heads(grouped, bucket.slots, bucket.batch, bucket.seqlen)  # (3, B_b, H, T_b, hd), zeros at padding
+    context = attend(*padded, attention_mask)  # 3 x (B_b, H, T_b, hd) -> (B_b, T_b, H, hd)
     return context.reshape(bucket.batch * bucket.seqlen, *context.shape[2:])[bucket.slots]  # (N_b, H, hd)
 
 

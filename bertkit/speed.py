@@ -30,6 +30,14 @@ training steps were 2.15x slower and inference 1.74x:
   (modeling_bert.py `BertkitIntermediate`), so the (N, 4D) output is written once. Gain: the cast-once bf16 forward
   at lengths 16..256 (MiniLM, 2 batches of 32, 8 interleaved rounds) took 424 ms median against 488 (min 418 / 429);
   outputs as close to fp32 as before (max abs 0.063 against 0.075).
+- `blockwise_attention`: bf16 inference on CPU runs attention as three large calls per block of rows (scaled scores
+  plus mask in one `baddbmm`, softmax, `bmm`; modeling_bert.py `blockwise_attention`) instead of sdpa, whose CPU
+  flash kernel makes two small matmuls per 32 queries, head and row. Only where it pays: bf16 (in fp32 the two ran
+  within 15 % either way), no gradients, and at least 32k scores a call (below that sdpa's one pass is cheaper).
+  Gain: the cast-once bf16 forward at lengths 16..256 (MiniLM, 2 batches of 32, interleaved rounds) took 369-380 ms
+  median against 419-431 with sdpa; `bench_speed.py --groups bf16` (batches of 16) 1.06x and 1.12x in two runs. On
+  single calls: 1.9-2.3x sdpa's speed with 32-wide heads at 64-256 tokens, 2.5-2.7x with 64-wide heads. SST-2 dev
+  accuracy at bf16 moved by 0.08 ± 0.13 points (benchmarks/results/precision.json).
 - `malloc`: glibc keeps freed blocks under 1 GB for reuse (`keep_freed_memory`, below; the CLI's process only).
   Gain: 6-9 % on MiniLM training steps, measured when it was added (not timed by bench_speed.py: it is set once
   per process).
@@ -52,8 +60,8 @@ import os
 import sys
 
 PLAIN_ENV = "BERTKIT_PLAIN"
-TRICKS = ("unpadding", "buckets", "dropout", "eager_dropout", "fused_qkv", "fused_gelu", "malloc", "page_release",
-          "server_memory")
+TRICKS = ("unpadding", "buckets", "dropout", "eager_dropout", "fused_qkv", "fused_gelu", "blockwise_attention",
+          "malloc", "page_release", "server_memory")
 
 
 def plain_tricks() -> frozenset[str]:

@@ -188,3 +188,54 @@ def test_bf16_inference_fuses_the_feed_forward_gelu_into_its_matmul(monkeypatch,
         expected = ours(**batch).last_hidden_state
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(got[real], expected[real], atol=0.1, rtol=0.05)  # the whole bf16 model vs fp32
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "keys", "square", "additive"])
+def test_blockwise_attention_gives_eager_attentions_numbers_block_by_block(monkeypatch, mask_kind):
+    from bertkit import modeling_bert
+
+    batch, heads, seqlen, head_dim = 5, 3, 7, 4
+    q, k, v = torch.randn(3, batch, heads, seqlen, head_dim, generator=torch.Generator().manual_seed(0))
+    keys = torch.arange(seqlen) < torch.tensor([7, 3, 5, 1, 6])[:, None]  # (B, T)
+    mask = {"none": None, "keys": keys[:, None, None, :],
+            "square": keys[:, None, None, :] & keys[:, None, :, None] | torch.eye(seqlen, dtype=torch.bool),
+            "additive": torch.zeros(batch, 1, 1, seqlen).masked_fill(~keys[:, None, None, :], -1e9)}[mask_kind]
+    monkeypatch.setattr(modeling_bert, "SCORES_PER_BLOCK", 2 * heads * seqlen * seqlen)  # blocks of 2, 2, 1 rows
+    expected, _ = modeling_bert.eager_attention(torch.nn.Module().eval(), q, k, v, mask, scaling=0.5)
+    got, probs = modeling_bert.blockwise_attention(None, q, k, v, mask, scaling=0.5)
+    assert got.shape == (batch, seqlen, heads, head_dim) and probs is None
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    got16, _ = modeling_bert.blockwise_attention(None, q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, scaling=0.5)
+    torch.testing.assert_close(got16.float(), expected, atol=3e-2, rtol=3e-2)
+
+
+def test_bf16_inference_runs_attention_blockwise_and_nothing_else_does(monkeypatch, models):
+    """Blockwise attention replaces sdpa at bf16 inference on CPU (when the scores are many enough), and gives what
+    sdpa gives to bf16's precision; fp32, gradients, a small call and BERTKIT_PLAIN=blockwise_attention keep sdpa."""
+    import copy
+
+    from bertkit import modeling_bert
+
+    calls = []
+    original = modeling_bert.blockwise_attention
+    monkeypatch.setattr(modeling_bert, "blockwise_attention", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    monkeypatch.setattr(modeling_bert, "BLOCKWISE_FROM_SCORES", 0)
+    _, ours = models
+    cast = copy.deepcopy(ours).to(torch.bfloat16)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        blockwise = cast(**batch).last_hidden_state.float()
+        assert calls, "bf16 inference should run blockwise attention"
+        calls.clear()
+        monkeypatch.setenv(speed.PLAIN_ENV, "blockwise_attention")
+        plain = cast(**batch).last_hidden_state.float()
+        monkeypatch.delenv(speed.PLAIN_ENV)
+        ours(**batch)  # fp32
+    cast(**batch).last_hidden_state.sum().backward()  # gradients wanted
+    assert not calls
+    torch.testing.assert_close(blockwise[real], plain[real], atol=2e-2, rtol=2e-2)
+    monkeypatch.setattr(modeling_bert, "BLOCKWISE_FROM_SCORES", 10**9)
+    with torch.no_grad():
+        cast(**batch)
+    assert not calls  # too few scores to pay for three calls
