@@ -75,9 +75,8 @@ def test_pad_heads_puts_groups_of_heads_first_each_contiguous():
     packed = torch.arange(7 * 3 * 2 * 4, dtype=torch.float32).view(7, 3, 2, 4)  # (N, G=3: q k v, H=2, hd=4)
     q, k, v = pad_heads(packed, indices, batch=3, seqlen=4)  # (3, B, H, T, hd) unbound
     for group, heads in enumerate((q, k, v)):
-        assert heads.shape == (3, 2, 4, 4) and heads.is_contiguous()
+        assert heads.shape == (3, 2, 4, 4) and heads.is_contiguous()  # so (B, H) merge without a copy for bmm
         assert torch.equal(heads, pad_heads(packed[:, group], indices, 3, 4))
-    assert q.flatten(0, 1).data_ptr() == q.data_ptr()  # (B, H) merge without a copy: what bmm-based kernels read
 
 
 def test_gradients_flow_through_unpad_and_pad():
