@@ -43,11 +43,13 @@ training steps were 2.15x slower and inference 1.74x:
   per process).
 - `page_release`: madvise(MADV_DONTNEED) on the read pages of memory-mapped corpora, so RSS stays flat in corpus
   size (tasks/mlm/corpus.py). Memory, not speed: the masked-LM tables of docs/benchmarks.md.
-- `server_memory`: a long-running `bertkit serve` keeps 256 of oneDNN's compiled matmul kernels instead of 1,024
-  (about 0.4 MB each; bf16 batches of every token count fill the cache) and hands freed heap back to the OS
-  (malloc_trim) between batches, at most every 5 s (serve.py). Memory, not speed: in 3 minutes at concurrency 64
-  (bf16, MiniLM) RSS grew from 0.73 to 2.0 GB without it and held at 1.0-1.4 GB with it, at the same requests/s;
-  a 10-minute soak with it stayed at 1.1-1.4 GB from the first minute on (docs/benchmarks.md#http).
+- `server_memory`: a long-running `bertkit serve` keeps 256 compiled kernels instead of 1,024 in oneDNN's cache of
+  matmuls (about 0.4 MB each; bf16 batches of every token count fill it) and in ideep's cache of torch's mkldnn ops
+  (the GELU-fused feed-forward), and hands freed heap back to the OS (malloc_trim) between batches, at most every
+  5 s (serve.py). Memory, not speed: in 3 minutes at concurrency 64 (bf16, MiniLM) RSS grew from 0.73 to 2.0 GB
+  without the oneDNN limit and malloc_trim and held at 1.0-1.4 GB with them; once the fused feed-forward came, RSS
+  rose again (1.2 -> 1.5 GB in 3 minutes) until ideep's cache was limited too (1.09-1.16 GB, same requests/s).
+  SOAK_SENTENCE
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
@@ -111,17 +113,20 @@ def keep_freed_memory() -> bool:
 
 
 # oneDNN, which runs torch's bf16 matmuls on CPU, compiles a kernel per matmul shape and keeps the last 1,024 (its
-# default). Batches of a server come in every token count, so the cache fills: measured 0.36 MB a kernel here.
-ONEDNN_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+# default). Batches of a server come in every token count, so the cache fills: measured 0.36 MB a kernel here. ideep,
+# under torch's mkldnn ops (the GELU-fused feed-forward, `fused_gelu`), keeps its own 1,024 per op: with it full, a
+# soak's RSS rose 1.2 -> 1.5 GB in 3 minutes where the same run at 256 held 1.09-1.16 GB (bf16, MiniLM, c=64).
+KERNEL_CACHE_ENVS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")  # oneDNN's, ideep's
 SERVER_KERNEL_CACHE = 256
 
 
 def limit_kernel_cache() -> None:
-    """Keep SERVER_KERNEL_CACHE compiled oneDNN kernels, unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY. oneDNN
-    reads it at its first matmul: call before the model runs. (A capacity of 0 saved more, but recompiling cost
-    110 us per small matmul, 2.6 ms per MiniLM forward.)"""
+    """Keep SERVER_KERNEL_CACHE compiled kernels in oneDNN's and in ideep's cache, unless the user set the variable.
+    Both are read at the first matmul: call before the model runs. (A oneDNN capacity of 0 saved more, but
+    recompiling cost 110 us per small matmul, 2.6 ms per MiniLM forward.)"""
     if on("server_memory"):
-        os.environ.setdefault(ONEDNN_CACHE_ENV, str(SERVER_KERNEL_CACHE))
+        for variable in KERNEL_CACHE_ENVS:
+            os.environ.setdefault(variable, str(SERVER_KERNEL_CACHE))
 
 
 def release_freed_memory() -> bool:

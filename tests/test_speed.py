@@ -141,17 +141,19 @@ def test_training_a_model_after_inference_sharing_updates_query_key_and_value(mo
         torch.testing.assert_close(got, expected)
 
 
-def test_a_server_keeps_fewer_compiled_kernels_unless_told(monkeypatch):
-    monkeypatch.delenv(speed.ONEDNN_CACHE_ENV, raising=False)
+@pytest.mark.parametrize("variable", speed.KERNEL_CACHE_ENVS)
+def test_a_server_keeps_fewer_compiled_kernels_unless_told(monkeypatch, variable):
+    assert set(speed.KERNEL_CACHE_ENVS) == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"}  # oneDNN, ideep
+    monkeypatch.delenv(variable, raising=False)
     speed.limit_kernel_cache()
-    assert speed.os.environ[speed.ONEDNN_CACHE_ENV] == str(speed.SERVER_KERNEL_CACHE)
-    monkeypatch.setenv(speed.ONEDNN_CACHE_ENV, "4096")  # the user's own setting stays
+    assert speed.os.environ[variable] == str(speed.SERVER_KERNEL_CACHE)
+    monkeypatch.setenv(variable, "4096")  # the user's own setting stays
     speed.limit_kernel_cache()
-    assert speed.os.environ[speed.ONEDNN_CACHE_ENV] == "4096"
-    monkeypatch.delenv(speed.ONEDNN_CACHE_ENV)
+    assert speed.os.environ[variable] == "4096"
+    monkeypatch.delenv(variable)
     monkeypatch.setenv(speed.PLAIN_ENV, "server_memory")
     speed.limit_kernel_cache()
-    assert speed.ONEDNN_CACHE_ENV not in speed.os.environ
+    assert variable not in speed.os.environ
 
 
 def test_freed_memory_goes_back_to_the_os_unless_plain(monkeypatch):
