@@ -49,7 +49,7 @@ training steps were 2.15x slower and inference 1.74x:
   5 s (serve.py). Memory, not speed: in 3 minutes at concurrency 64 (bf16, MiniLM) RSS grew from 0.73 to 2.0 GB
   without the oneDNN limit and malloc_trim and held at 1.0-1.4 GB with them; once the fused feed-forward came, RSS
   rose again (1.2 -> 1.5 GB in 3 minutes) until ideep's cache was limited too (1.09-1.16 GB, same requests/s).
-  SOAK_SENTENCE
+  A 10-minute soak with all of it stayed at 0.9-1.25 GB from the first minute on (docs/benchmarks.md#http).
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
