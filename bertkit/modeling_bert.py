@@ -76,8 +76,7 @@ def eager_attention(module, query, key, value, attention_mask, scaling, dropout=
     (True = attend, as sdpa takes it), or None. Returns the context (B, T, H, hd) and the probabilities."""
     scores = torch.matmul(query * scaling, key.transpose(2, 3))  # (B, H, T, T); scaling q costs T / hd times less
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # an additive mask's backward is free
-        attention_mask = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(
-            ~attention_mask, torch.finfo(scores.dtype).min)
+        attention_mask = _additive_mask(attention_mask, scores.dtype)
     if attention_mask is not None:
         scores = scores + attention_mask
     probs = fast_dropout(scores.softmax(dim=-1), dropout, module.training)
@@ -125,10 +124,15 @@ def _additive_mask(attention_mask, dtype):
     return attention_mask.to(dtype)
 
 
+def _traced() -> bool:
+    """Under torch.compile or torch.export, where the CPU-inference shortcuts step aside for the plain ops."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
 def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
     """torch.cat(parts) along dim 0, as a view when the parts already lie side by side in one buffer (see
     `BertkitSelfAttention.share_qkv_buffer`) and no gradient is wanted; otherwise a copy."""
-    if torch.compiler.is_compiling() or torch.compiler.is_exporting():  # traced tensors have no storage to compare
+    if _traced():  # traced tensors have no storage to compare
         return torch.cat(parts)
     first = parts[0]
     offset, storage, size = first.storage_offset(), first.untyped_storage().data_ptr(), first.numel()
@@ -215,7 +219,7 @@ class BertkitSelfAttention(nn.Module):
         batch, heads, seqlen, _ = query.shape
         return (query.dtype == torch.bfloat16 and not torch.is_grad_enabled()
                 and batch * heads * seqlen * seqlen >= BLOCKWISE_FROM_SCORES and speed.on("blockwise_attention")
-                and not (torch.compiler.is_compiling() or torch.compiler.is_exporting()))
+                and not _traced())
 
     def _forward_unpadded(self, hidden_states, attention_mask, unpadding: Unpadding) -> torch.Tensor:
         """hidden_states (N, D), the real tokens only -> context (N, D); each sequence attends to itself only."""
@@ -279,7 +283,7 @@ class BertkitIntermediate(nn.Module):
                 and self.dense.bias is not None
                 and not (torch.is_grad_enabled() and self.dense.weight.requires_grad)
                 and torch.backends.mkldnn.is_available() and speed.on("fused_gelu")
-                and not (torch.compiler.is_compiling() or torch.compiler.is_exporting()))
+                and not _traced())
 
 
 class BertkitLayer(GradientCheckpointingLayer):
