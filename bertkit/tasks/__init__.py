@@ -77,6 +77,9 @@ def module_for_model(model_dir: str) -> ModuleType:
         raise BertkitError(f"model directory {model_dir} does not exist — give the output_dir of a bertkit run")
     if not (Path(model_dir) / "config.json").is_file():
         raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
+    retrieval = sentence_transformers_kind(model_dir)
+    if retrieval is not None:  # before the table: a reranker's architecture is a sequence classifier's
+        return task_module(retrieval)
     architecture = model_task(model_dir)
     task = task_of_architecture(architecture)
     if task is None:
@@ -85,6 +88,31 @@ def module_for_model(model_dir: str) -> ModuleType:
                            f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
                            f"{names[-1]}")
     return task_module(task.name)
+
+
+def sentence_transformers_kind(model_dir: str) -> str | None:
+    """"rerank" for a sentence-transformers CrossEncoder folder, "embed" for a SentenceTransformer (bi-encoder) one,
+    None for anything else. sentence-transformers 6 writes modules.json for both and tells them apart in
+    config_sentence_transformers.json's `model_type` (a bi-encoder saved by older versions has none); a CrossEncoder
+    saved by sentence-transformers 3-5 has no modules.json but a `sentence_transformers` key in config.json."""
+    import json
+    from pathlib import Path
+
+    folder = Path(model_dir)
+
+    def read(name: str) -> dict:
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    kind = read("config_sentence_transformers.json").get("model_type")
+    if kind == "CrossEncoder" or "sentence_transformers" in read("config.json"):
+        return "rerank"
+    if (folder / "modules.json").is_file() and kind in (None, "SentenceTransformer"):
+        return "embed"
+    return None
 
 
 def no_confidence_cut(min_confidence: float | None, task: str) -> None:
@@ -118,4 +146,4 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "module_for_model", "no_confidence_cut", "settings_dict", "read_settings"]
+           "task_module", "module_for_model", "sentence_transformers_kind", "no_confidence_cut", "settings_dict", "read_settings"]
