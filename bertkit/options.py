@@ -42,6 +42,9 @@ class RunOptions:
     """true resumes from the newest complete checkpoint of this same run in output_dir; or a checkpoint path."""
     overwrite: bool = False
     """Replace a run already in output_dir (its model, metrics and checkpoints are removed first)."""
+    keep_checkpoints: bool = False
+    """Keep the checkpoint-* folders (optimizer state) when the run finishes, to resume it later with more epochs;
+    by default a finished run keeps only its final model and records."""
     push: str | None = None
     """Hub repo id to push the final model to (e.g. user/my-model)."""
     precision: Literal["auto", "fp32", "fp16", "bf16"] = "auto"

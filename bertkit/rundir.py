@@ -9,7 +9,9 @@ into it. The contract, file by file:
   names: resume=true continues only a checkpoint of the same run.
 - `checkpoint-*/` while it trains (a kill while saving leaves one partial: resume takes the newest complete one),
   then the model (weights, config.json, tokenizer files), `bertkit_config.yaml` (the resolved config, its header the
-  command that reruns it), metrics.json, log_history.json, training_curve.png, README.md, and train.log.
+  command that reruns it), metrics.json, log_history.json, training_curve.png, README.md, and train.log. Once the
+  final model is saved, the checkpoints go (`remove_checkpoints`, before the record; keep_checkpoints=true keeps
+  them): a finished run is its model, not its optimizer states.
 - `bertkit_run.json`, the completion record, removed before a run's files change and written last, atomically (temp
   file + os.replace): the recipe, start and finish times, the fingerprint, and every top-level file the run wrote
   with its size and sha256. So a run that did not finish never looks finished: no record beside a
@@ -89,7 +91,8 @@ LOADING_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "confi
                     "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "special_tokens_map.json",
                     "added_tokens.json", "adapter_config.json", "*.model")
 # Config keys that say how far, how often or where a continued run goes: resume may change them.
-CONTINUATION_KEYS = {"resume", "overwrite", "push", "output_dir", "train.num_train_epochs", "train.max_steps",
+CONTINUATION_KEYS = {"resume", "overwrite", "keep_checkpoints", "push", "output_dir", "train.num_train_epochs",
+                     "train.max_steps",
                      "train.save_steps", "train.save_strategy", "train.save_total_limit", "train.logging_steps",
                      "train.logging_strategy", "train.dataloader_num_workers"}
 # Names a bertkit run (or Trainer) writes at the top of its output_dir: what overwrite=true removes.
@@ -359,6 +362,57 @@ def last_complete_checkpoint(run_dir: Path) -> Path | None:
         if checkpoint_problem(checkpoint) is None:
             return checkpoint
     return None
+
+
+REMOVING = ".removing"  # suffix of a checkpoint being removed: no longer checkpoint-<step>, so resume passes it over
+
+
+def folder_size(path: Path) -> int:
+    """Bytes of the files under `path` (links not followed; files that vanish meanwhile count 0)."""
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def remove_checkpoints(run_dir: str | Path, say: Callable[[str], None]) -> int:
+    """A finished run's checkpoint-* folders, once its final model is saved and before its completion record is
+    written (Run.saving): the best checkpoint was loaded at the end and saved as the model, so they are optimizer
+    states nothing reads any more. Each is renamed to `checkpoint-<step>.removing` first, which resume passes over
+    and overwrite=true clears, then removed, oldest first: a kill on the way leaves no record (an unfinished run) and
+    never a half-removed folder that looks like a checkpoint. Leftovers of such a kill go too. A folder that cannot
+    be removed is a warning (the run is finished all the same). Returns the bytes freed."""
+    run_dir = Path(run_dir)
+    leftovers = sorted(p for p in run_dir.glob(f"checkpoint-*{REMOVING}") if p.is_dir())
+    freed, removed = 0, 0
+    for checkpoint in [*leftovers, *reversed(checkpoints_newest_first(run_dir))]:
+        size = folder_size(checkpoint)
+        doomed = checkpoint if checkpoint.name.endswith(REMOVING) else checkpoint.with_name(checkpoint.name + REMOVING)
+        try:
+            if doomed != checkpoint:
+                os.rename(checkpoint, doomed)
+            shutil.rmtree(doomed)
+        except OSError as error:
+            say(f"warning: could not remove {checkpoint} ({error.strerror or error}) — the run is finished all the "
+                f"same; remove the folder yourself")
+            continue
+        freed, removed = freed + size, removed + 1
+    if removed:
+        say(f"removed {removed} checkpoint{'s' if removed > 1 else ''} ({human_size(freed)}): a finished run keeps "
+            f"its final model (keep_checkpoints=true keeps them, to resume with more epochs)")
+    return freed
+
+
+def human_size(size: int) -> str:
+    """Bytes as a person reads them, in powers of 1000: 512 B, 9.4 MB, 92 MB, 1.3 GB."""
+    value, unit = float(size), "B"
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 999.5 or unit == "TB":
+            break
+        value /= 1000
+    return f"{value:.0f} {unit}" if unit == "B" or value >= 9.95 else f"{value:.1f} {unit}"
 
 
 # ------------------------------------------------------------ the completion record and the state of a directory
@@ -641,6 +695,13 @@ def _refusal(run_dir: Path, state: str, detail: str, recipe: str) -> BertkitErro
                         f"overwrite=true to replace it{resume}")
 
 
+def _nothing_to_resume(run_dir: Path) -> BertkitError:
+    """resume=true of a finished run whose checkpoints went when it finished (keep_checkpoints=false)."""
+    return BertkitError(f"resume=true: output_dir {run_dir} holds a finished run, which keeps no checkpoints to "
+                        f"resume from — train on from its model in another folder (model={run_dir} output_dir=...), "
+                        f"or retrain it with overwrite=true (keep_checkpoints=true keeps a run's checkpoints)")
+
+
 def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, say: Callable[[str], None]) -> None:
     """Before a run loads anything: take the directory; refuse to replace a run there without overwrite=true, and
     to resume from another run's checkpoints. Nothing is written yet: `begin` does that once training starts, so a
@@ -654,7 +715,10 @@ def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, s
         resuming = resume not in (False, None, "", "false")
         replace = None
         if resuming:
-            source = run_dir if resume is True or resume == "true" else Path(str(resume)).expanduser().parent
+            newest = resume is True or resume == "true"
+            source = run_dir if newest else Path(str(resume)).expanduser().parent
+            if newest and (run_dir / RECORD_FILE).exists() and not checkpoints_newest_first(run_dir):
+                raise _nothing_to_resume(run_dir)
             check_resume_fingerprint(source, current, say)
         else:
             state, detail = run_state(run_dir)
@@ -1009,7 +1073,8 @@ __all__ = [
     "acquire", "release", "lock_holder",
     # model files and checkpoints
     "read_config_json", "model_task", "WEIGHT_FILES", "safetensors_problem", "check_weights", "checkpoint_problem",
-    "checkpoints_newest_first", "last_complete_checkpoint",
+    "checkpoints_newest_first", "last_complete_checkpoint", "remove_checkpoints", "folder_size", "human_size",
+    "REMOVING",
     # the completion record
     "file_stamps", "is_bertkit_run", "record_problem", "run_state", "check_finished", "remove_record", "write_record",
     # the fingerprint

@@ -2,8 +2,8 @@
 
 Reads only what each run directory holds (bertkit/rundir): the completion record (finished), the lock (running),
 the last line of train.log (failed), metrics.json (the selection metric, wall time) and bertkit_config.yaml (recipe,
-model, data, and the keys two runs differ in). Nothing is hashed: the record's file check is for readers that load
-a model (predict, push), not for a listing.
+model, data, and the keys two runs differ in), and the size of its files on disk. Nothing is hashed: the record's
+file check is for readers that load a model (predict, push), not for a listing.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class RunInfo:
     config: dict = field(default_factory=dict)
     detail: str = ""
     """The file a corrupt or mixed run is so because of."""
+    size: int | None = None
+    """Bytes of every file under the run directory (checkpoints and evaluations included)."""
 
     @property
     def status_text(self) -> str:
@@ -154,7 +156,7 @@ def read_run(run_dir: str | Path) -> RunInfo:
         + _family(run_dir, metrics),
         data=_short_path(data.get("train")), metric=name, value=value, greater_is_better=greater,
         date=_date(record.get("finished") or record.get("started") or fingerprint.get("started")),
-        wall_time_s=metrics.get("wall_time_s"), config=config)
+        wall_time_s=metrics.get("wall_time_s"), config=config, size=rundir.folder_size(run_dir))
 
 
 def _family(run_dir: Path, metrics: dict) -> str:
@@ -223,6 +225,10 @@ def _wall(run: RunInfo) -> str:
     return fmt_duration(run.wall_time_s) if isinstance(run.wall_time_s, (int, float)) else "-"
 
 
+def _size(run: RunInfo) -> str:
+    return rundir.human_size(run.size) if run.size is not None else "-"
+
+
 WIDE = 120  # from this many columns model and data get columns of their own; below, a dim line under the run
 
 
@@ -234,22 +240,22 @@ def runs_table(runs: list[RunInfo], folder: Path, width: int) -> Table:
     if wide:
         table.add_column("model", overflow="fold")
         table.add_column("data", overflow="fold")
-    for name, justify in (("recipe", "left"), ("metric", "right"), ("status", "left"), ("date", "left"),
-                          ("time", "right")):
+    for name, justify in (("recipe", "left"), ("metric", "right"), ("status", "left"), ("size", "right"),
+                          ("date", "left"), ("time", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
     for run in runs:
         name = escape(str(run.path.relative_to(folder)) if run.path != folder else run.path.name)
         where = [escape(run.model), escape(run.data)]
         cells = [name, *where] if wide else ["\n".join([name, *(f"[dim]  {w}[/]" for w in where if w)])]
         status = f"[{STATUS_STYLE.get(run.status, '')}]{escape(run.status_text)}[/]"
-        table.add_row(*cells, run.recipe, _metric_text(run), status, run.date, _wall(run))
+        table.add_row(*cells, run.recipe, _metric_text(run), status, _size(run), run.date, _wall(run))
     return table
 
 
 # ------------------------------------------------------------------------------------------------- two runs
 
 # Keys that say where a run went or how it was launched, not what it was: left out of a comparison.
-NOT_COMPARED = {"output_dir", "overwrite", "push", "resume"}
+NOT_COMPARED = {"output_dir", "overwrite", "push", "resume", "keep_checkpoints"}
 
 
 def config_differences(a: RunInfo, b: RunInfo) -> list[tuple[str, str, str]]:
@@ -284,6 +290,7 @@ def comparison_table(a: RunInfo, b: RunInfo) -> Table:
     table.add_row("status", escape(a.status_text), escape(b.status_text))
     table.add_row(a.metric or b.metric or "metric", _metric_text(a).split()[-1], _metric_text(b).split()[-1])
     table.add_row("wall time", _wall(a), _wall(b))
+    table.add_row("size", _size(a), _size(b))
     differences = config_differences(a, b)
     for key, left, right in differences:
         table.add_row(escape(key), escape(left), escape(right))

@@ -13,11 +13,13 @@ median of the finished ones pruned at an evaluation (`search.pruning`; the prune
 evaluation, not by global step: trials differ in batch size, so the same step is a different point of training in
 each). The best trial's settings go to
 `trainer.args` / `trainer.llrd`; the trials table is printed. Trials train in `output_dir/trial-N` (Trainer's folder
-per trial), removed as each trial ends. optuna is imported only here, when a search runs.
+per trial), removed as each trial ends (kept with keep_checkpoints=true). optuna is imported only here, when a
+search runs.
 
 The seed band: the same training once per seed (a fresh model from the recipe's model_init, its new head and the data
 order drawn from that seed), each seed's dev metrics, their mean and sample standard deviation, and the best seed's
-model kept (with `trainer.args.seed` its seed). Each seed trains in `output_dir/seed-S`, removed when it ends.
+model kept (with `trainer.args.seed` its seed). Each seed trains in `output_dir/seed-S`, removed when it ends (kept
+with keep_checkpoints=true).
 
 A killed search or band may leave a trial-N / seed-S folder, which `overwrite=true` clears (bertkit/rundir.py
 RUN_FOLDERS)."""
@@ -188,7 +190,7 @@ def search_or_seeds(trainer: transformers.Trainer, cfg) -> TrainOutput:
     (search.trials) or the seed band (seeds); the chosen run's model is left on `trainer`."""
     if cfg.tune.search.trials:
         return run_search(trainer, cfg)
-    return run_seeds(trainer, cfg.tune.seeds)
+    return run_seeds(trainer, cfg.tune.seeds, keep=cfg.run.keep_checkpoints)
 
 
 def by_evaluation(trial) -> list[float]:
@@ -248,8 +250,9 @@ class TrialWatch(transformers.TrainerCallback):
     is the kept model's score; else the last), and at the trial's end its model offered to the `Keeper` (unless
     pruned) and its folder removed."""
 
-    def __init__(self, trainer: transformers.Trainer, keeper: Keeper, key: str):
+    def __init__(self, trainer: transformers.Trainer, keeper: Keeper, key: str, keep: bool = False):
         self.trainer, self.keeper, self.key = trainer, keeper, key
+        self.keep = keep  # keep_checkpoints=true: the trial's folder stays
         self.best_in_trial: float | None = None
         self.trial = None  # set by hp_space_fn's hp_space
 
@@ -272,7 +275,8 @@ class TrialWatch(transformers.TrainerCallback):
         # Trainer calls on_train_end before it raises TrialPruned too: a pruned trial is not kept
         if self.best_in_trial is not None and not trial.should_prune():
             self.keeper.offer(self.best_in_trial, trial.number, self.trainer, output_from_state(state))
-        remove_folder(Path(args.output_dir) / trial_folder(trial))
+        if not self.keep:
+            remove_folder(Path(args.output_dir) / trial_folder(trial))
 
 
 def run_search(trainer: transformers.Trainer, cfg) -> transformers.trainer_utils.TrainOutput:
@@ -281,7 +285,7 @@ def run_search(trainer: transformers.Trainer, cfg) -> transformers.trainer_utils
     optuna, search = load_optuna(), cfg.tune.search
     key, greater = ranking_metric(trainer.args)
     keeper = Keeper(greater)
-    watch = TrialWatch(trainer, keeper, key)
+    watch = TrialWatch(trainer, keeper, key, keep=cfg.run.keep_checkpoints)
     trainer.add_callback(watch)
     storage = optuna.storages.InMemoryStorage()  # so that the study, and every trial of it, can be read back
     pruner = evaluation_median_pruner(optuna) if search.pruning else optuna.pruners.NopPruner()
@@ -359,9 +363,11 @@ def seed_folder(seed: int) -> str:
     return f"seed-{seed}"
 
 
-def run_seeds(trainer: transformers.Trainer, seeds: list[int]) -> transformers.trainer_utils.TrainOutput:
+def run_seeds(trainer: transformers.Trainer, seeds: list[int], keep: bool = False
+              ) -> transformers.trainer_utils.TrainOutput:
     """One training per seed on `trainer`; the best seed's model and state left on it; returns its TrainOutput,
-    with the band as `choice["seeds"]`."""
+    with the band as `choice["seeds"]`. Each seed's folder is removed when it ends, unless `keep`
+    (keep_checkpoints=true)."""
     key, greater = ranking_metric(trainer.args)
     keeper = Keeper(greater)
     root, runs = trainer.args.output_dir, []
@@ -378,7 +384,8 @@ def run_seeds(trainer: transformers.Trainer, seeds: list[int]) -> transformers.t
             del trainer.state.log_history[logged:]  # the curve and `bertkit diagnose` show the training's own
             runs.append({"seed": seed, "eval": dev_metrics(metrics)})
             keeper.offer(score_of(metrics, key), seed, trainer, output)
-            remove_folder(Path(trainer.args.output_dir))
+            if not keep:
+                remove_folder(Path(trainer.args.output_dir))
     finally:
         trainer.args.output_dir = root
     output = keeper.restore(trainer)

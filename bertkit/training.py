@@ -387,14 +387,17 @@ class Run:
     @contextmanager
     def saving(self, trainer: transformers.Trainer):
         """Around the final save (trainer.save_model and save_files): the completion record goes first (from here
-        until it is written again, a kill leaves the directory visibly unfinished) and is written last, by rank 0;
-        a full disk is one line; then the directory is let go."""
+        until it is written again, a kill leaves the directory visibly unfinished) and is written last, by rank 0,
+        after the checkpoint-* folders are removed (unless keep_checkpoints=true); a full disk is one line; then the
+        directory is let go."""
         main = trainer.is_world_process_zero()
         if main:
             rundir.remove_record(self.output_dir)
         with rundir.disk_full_guard(self.output_dir, "the final model"):
             yield
             if main:
+                if not self.cfg.run.keep_checkpoints:  # the final model is saved: the checkpoints are leftovers
+                    rundir.remove_checkpoints(self.output_dir, say)
                 rundir.write_record(self.output_dir, self.recipe)
         if main:
             # after the record (the dev examples come from the finished model, which only a finished run lends);

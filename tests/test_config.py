@@ -448,8 +448,8 @@ def test_inline_errors_name_the_top_level_key_and_its_source(tmp_path):
 
 def test_inline_keys_are_described_and_saved_in_place(tmp_path):
     rows = {row.key: row for row in describe_config(InlineConfig)}
-    assert list(rows)[:10] == ["model", "output_dir", "seed", "resume", "overwrite", "push", "precision", "llrd",
-                               "head_lr", "early_stopping_patience"]
+    assert list(rows)[:11] == ["model", "output_dir", "seed", "resume", "overwrite", "keep_checkpoints", "push",
+                               "precision", "llrd", "head_lr", "early_stopping_patience"]
     assert "run" not in rows and "tune" not in rows and not any(key.startswith(("run.", "tune.")) for key in rows)
     assert rows["output_dir"].default == "runs/toy" and rows["llrd"].type == "float"
     assert rows["seed"].help.startswith("Seed for initialisation") and rows["lora.r"].help == "LoRA rank."

@@ -46,7 +46,8 @@ def tiny_run(tmp_path_factory, tiny_model_dir):
     command = [str(SCRIPT), "run", "classify", f"model={tiny_model_dir}",
                f"data.train={small_split(tmp_path, 'train', 16)}", f"data.eval={small_split(tmp_path, 'dev', 8)}",
                f"output_dir={out}", "precision=fp32", "llrd=0.9", "train.num_train_epochs=2",
-               "train.per_device_train_batch_size=8", "train.logging_steps=1"]
+               "train.per_device_train_batch_size=8", "train.logging_steps=1",
+               "keep_checkpoints=true"]  # test_train_log_... compares the log with a checkpoint's trainer_state
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, out

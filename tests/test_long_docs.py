@@ -235,7 +235,8 @@ def run_classify(model_dir, files, out, *extra):
 @pytest.fixture(scope="module")
 def chunk_run(tiny_model_dir, long_docs, tmp_path_factory):
     out = tmp_path_factory.mktemp("chunk-run")
-    result = run_classify(tiny_model_dir, long_docs, out, "long_doc.strategy=chunk", "long_doc.aggregate=mean")
+    result = run_classify(tiny_model_dir, long_docs, out, "long_doc.strategy=chunk", "long_doc.aggregate=mean",
+                          "keep_checkpoints=true")  # the epoch's evaluation is read from its checkpoint
     assert result.exit_code == 0, result.output
     return out
 

@@ -343,9 +343,11 @@ def test_lora_run_saves_a_merged_plain_model(tiny_model_dir, tmp_path):
 def test_resume_continues_from_the_last_checkpoint(tiny_model_dir, tmp_path):
     train = head_lines(DATA / "en" / "train.conll", tmp_path / "train.conll", 16)
     out = tmp_path / "run"
-    run_recipe(base_overrides(tiny_model_dir, train, train, out))  # 16 sentences / batch 8: 2 steps an epoch
+    # 16 sentences / batch 8: 2 steps an epoch; a finished run keeps its checkpoints only when asked to
+    run_recipe(base_overrides(tiny_model_dir, train, train, out, "keep_checkpoints=true"))
     assert (out / "checkpoint-2").is_dir()
-    results = run_recipe(base_overrides(tiny_model_dir, train, train, out, "train.num_train_epochs=2", "resume=true"))
+    results = run_recipe(base_overrides(tiny_model_dir, train, train, out, "train.num_train_epochs=2", "resume=true",
+                                        "keep_checkpoints=true"))
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4 and results["train"]["epoch"] == 2
     assert [e["step"] for e in state["log_history"] if "eval_f1" in e] == [2, 4]

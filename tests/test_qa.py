@@ -294,7 +294,8 @@ def en_data(tmp_path_factory):
 
 def test_cli_run_predict_evaluate_agree(tiny_model_dir, en_data, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "qa", *run_overrides(tiny_model_dir, en_data["train"], en_data["dev"], out)])
+    result = runner.invoke(app, ["run", "qa", *run_overrides(tiny_model_dir, en_data["train"], en_data["dev"], out,
+                                                             "keep_checkpoints=true")])  # read below
     assert result.exit_code == 0, result.output
     for name in ("model.safetensors", "config.json", "tokenizer.json", "metrics.json", "training_curve.png",
                  "bertkit_config.yaml", "README.md", "dev_predictions.jsonl"):
