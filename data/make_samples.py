@@ -3501,11 +3501,32 @@ def make_choice() -> None:
 
 
 # ============================================================================================
+# 10. Retrieval pairs for embedding models (data/embed/en_qa, data/embed/zh_qa): question -> its paragraph
+# ============================================================================================
+
+
+def make_embed() -> None:
+    """Each answerable question of the QA samples with the paragraph it was written on, as {"query", "positive"}
+    JSON lines. Built from the QA outputs (so after make_qa_en / make_qa_zh), which are split by paragraph: no
+    paragraph is a positive in both train and dev. No randomness: rows follow the QA files' order."""
+    for lang in ("en", "zh"):
+        for split in ("train", "dev"):
+            doc = json.loads(OUTPUTS[f"qa/{lang}/{split}.json"])
+            rows = [{"query": qa["question"], "positive": par["context"]}
+                    for article in doc["data"] for par in article["paragraphs"] for qa in par["qas"]
+                    if not qa.get("is_impossible")]
+            emit_jsonl(f"embed/{lang}_qa/{split}.jsonl", rows)
+            SUMMARY.append(f"embed/{lang}_qa/{split}.jsonl: {len(rows)} questions over "
+                           f"{len({r['positive'] for r in rows})} paragraphs")
+
+
+# ============================================================================================
 # Main
 # ============================================================================================
 
 MAKERS = [make_en_sentiment, make_zh_sentiment, make_en_pair, make_en_multilabel, make_en_regression,
-          make_long_docs, make_corpora, make_ner, make_qa_en, make_qa_zh, make_choice]
+          make_long_docs, make_corpora, make_ner, make_qa_en, make_qa_zh, make_choice,
+          make_embed]
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,360 @@
+"""Embedding models (bi-encoders) on sentence-transformers: loading one with bertkit's BERT as its backbone,
+encoding texts, and `bertkit predict` / `evaluate` on an embed run. Reading the files and the ranking measures are
+`bertkit.tasks.retrieval_files`.
+
+    read_examples("dev.jsonl")                      -> RetrievalData (pairs / groups / scored pairs)
+    load_predictor(run_dir)                         -> Embedder(model: SentenceTransformer, settings)
+    encode(embedder, texts, "query")                -> (N, D) float32, the run's query prefix applied
+    predict_file(run_dir, "texts.jsonl", "vectors.npy")           one vector per row (.jsonl or .npy)
+    predict_top_k(run_dir, "queries.jsonl", "top.jsonl", corpus="corpus.txt", top_k=10)
+    evaluate_file(run_dir, "dev.jsonl")             -> NDCG@10, MRR@10, Recall@1/10/100 (pairs) or Spearman (scored)
+
+What a run saves is the stock sentence-transformers layout: modules.json (only sentence_transformers classes),
+config.json (`model_type: bert`, `BertModel`), 1_Pooling/config.json (pooling), 2_Normalize (normalised vectors),
+and config_sentence_transformers.json whose `prompts` hold the query / passage prefixes ("query", "document"), so
+that `SentenceTransformer(path).encode(texts, prompt_name="query")` gives what bertkit predict gives. `Settings` is
+read from those files, not saved a second time.
+
+sentence-transformers' `models.Transformer` always loads a BERT folder into transformers' BertModel: bertkit swaps in
+its own (`use_bertkit_backbone`, same parameter names, unpadded path), which saves back as the stock layout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ..console import say, warn
+from ..datafiles import listing, read_table, row_location
+from ..errors import BertkitError
+from ..families import position_limit
+from ..rundir import atomic_output, check_output_path, write_json
+from . import SETTINGS_KEY, no_confidence_cut, read_settings
+from .retrieval_files import (RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
+                              read_corpus, read_retrieval_file, spearman, top_k)
+
+POOLING_MODES = ("cls", "mean", "max", "lasttoken", "weightedmean")
+QUERY = "query"  # the prompt names sentence-transformers' encode_query / encode_document use
+DOCUMENT = "document"
+QUERY_LIKE = ("query", "question", "anchor", "q", "查询", "问题")  # a predict input column encoded as queries
+
+
+def read_examples(path: str, columns: RetrievalColumns | None = None, allow_no_positive: bool = False
+                  ) -> RetrievalData:
+    """A training or dev file (bertkit.tasks.retrieval_files.read_retrieval_file)."""
+    return read_retrieval_file(path, columns, allow_no_positive)
+
+
+# ================================================================================================ the model
+
+
+def saved_pooling(model_path: str) -> tuple[str | None, bool | None]:
+    """(pooling mode, normalised) a sentence-transformers folder records (modules.json + its Pooling config), or
+    (None, None) for a folder without that information (a plain BERT checkpoint) or a Hub id not in the cache."""
+    folder = Path(model_path)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return None, None
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        pooling = next(m for m in modules if m.get("type", "").endswith(".Pooling"))
+        config = json.loads((folder / pooling.get("path", "1_Pooling") / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, StopIteration, AttributeError):
+        return None, None
+    mode = next((name.removeprefix("pooling_mode_").removesuffix("_token").removesuffix("_tokens")
+                 for name, on in config.items() if name.startswith("pooling_mode_") and on is True), None)
+    mode = {"mean_sqrt_len": "mean", "cls": "cls"}.get(mode, mode) if mode else config.get("pooling_mode")
+    normalized = any(m.get("type", "").endswith(".Normalize") for m in modules)
+    return mode, normalized
+
+
+def build_model(model_path: str, pooling: str, normalize: bool, max_length: int | None):
+    """A SentenceTransformer: the folder's own modules when it is a sentence-transformers model (pooling and
+    normalisation then changed only where they differ from `pooling` / `normalize`), else Transformer + Pooling
+    (+ Normalize) built around a plain checkpoint. BERT runs on bertkit's backbone (use_bertkit_backbone)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    saved_mode, saved_norm = saved_pooling(model_path)
+    if saved_mode is not None:
+        model = SentenceTransformer(model_path, device="cpu")
+        modules = list(model)
+        if saved_mode != pooling:
+            modules[1] = Pooling(modules[0].get_embedding_dimension(), pooling_mode=pooling)
+        if saved_norm != normalize:
+            modules = modules[:2] + ([Normalize()] if normalize else []) + [m for m in modules[2:]
+                                                                            if type(m).__name__ != "Normalize"]
+        if modules != list(model):
+            model = SentenceTransformer(modules=modules, device="cpu")
+    else:
+        transformer = Transformer(model_path, max_seq_length=max_length)
+        modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)]
+        model = SentenceTransformer(modules=modules + ([Normalize()] if normalize else []), device="cpu")
+    limit = position_limit(model[0].auto_model.config)
+    if max_length is not None:
+        model.max_seq_length = max_length
+    elif model.max_seq_length is None or model.max_seq_length > limit:  # a plain checkpoint: its tokenizer's 512
+        model.max_seq_length = min(256, limit)
+    if model.max_seq_length > limit:
+        raise BertkitError(f"data.max_length={model.max_seq_length} is more than the model's {limit} positions — set "
+                           f"data.max_length<={limit}")
+    use_bertkit_backbone(model, transformer_path(model_path))
+    return model
+
+
+def transformer_path(model_path: str) -> str:
+    """The folder of a sentence-transformers model's Transformer module (the root, or 0_Transformer in old ones)."""
+    try:
+        modules = json.loads((Path(model_path) / "modules.json").read_text(encoding="utf-8"))
+        return str(Path(model_path) / modules[0].get("path", ""))
+    except (OSError, ValueError, IndexError, KeyError, AttributeError):
+        return model_path
+
+
+def use_bertkit_backbone(model, path: str) -> bool:
+    """Put bertkit's BERT (its unpadded path) in place of transformers' BertModel inside a SentenceTransformer
+    whose checkpoint is BERT (`model_type: bert`); other families keep transformers' class. The weights are the same
+    tensors by name; saving writes the stock BertModel layout. Returns whether it swapped."""
+    from ..checkpoints import load_pretrained
+    from ..modeling_bert import BertkitModel
+
+    inner = model[0].auto_model
+    if getattr(inner.config, "model_type", None) != "bert":
+        return False
+    bertkit = load_pretrained(BertkitModel, path) if Path(path).is_dir() else BertkitModel(inner.config)
+    if not Path(path).is_dir():  # a Hub id: take the weights transformers already loaded
+        bertkit.load_state_dict(inner.state_dict())
+    # `auto_model` is a read-only property over `model` in sentence-transformers 6: assigning it would register a
+    # second, unused module beside the real one (and leave transformers' BertModel running)
+    model[0].model = bertkit.to(inner.device)
+    return True
+
+
+def set_prefixes(model, query_prefix: str, passage_prefix: str) -> None:
+    """The prefixes as the model's prompts, saved in config_sentence_transformers.json (stock encode applies them
+    with prompt_name="query" / "document"; encode_query / encode_document pick them by those names)."""
+    model.prompts = {QUERY: query_prefix or "", DOCUMENT: passage_prefix or ""}
+
+
+# ================================================================================================ settings
+
+
+@dataclass
+class Settings:
+    max_length: int = 256
+    """Tokens per text, [CLS] and [SEP] included (sentence-transformers' max_seq_length)."""
+    pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] = "mean"
+    """How token vectors become one vector (1_Pooling/config.json)."""
+    normalize: bool = True
+    """Vectors scaled to length 1 (a 2_Normalize module)."""
+    query_prefix: str = ""
+    """Put before every query (config_sentence_transformers.json prompts.query)."""
+    passage_prefix: str = ""
+    """Put before every passage (prompts.document)."""
+
+    def check(self) -> None:
+        """Raise a one-line BertkitError naming the key when a value cannot work."""
+        if self.max_length < 3:  # [CLS] token [SEP]
+            raise BertkitError(f"{SETTINGS_KEY}.max_length={self.max_length} leaves no room for text between [CLS] "
+                               f"and [SEP] — it must be at least 3")
+
+
+def settings_of(model) -> Settings:
+    """The Settings a loaded SentenceTransformer runs with (its own files are where they live)."""
+    pooling = next((m for m in model if type(m).__name__ == "Pooling"), None)
+    mode = getattr(pooling, "pooling_mode", "mean") if pooling is not None else "mean"
+    prompts = model.prompts or {}
+    settings = Settings(int(model.max_seq_length or 512), mode if mode in POOLING_MODES else "mean",
+                        any(type(m).__name__ == "Normalize" for m in model), prompts.get(QUERY, ""),
+                        prompts.get(DOCUMENT, prompts.get("passage", "")))
+    return read_settings(Settings, {SETTINGS_KEY: {f.name: getattr(settings, f.name) for f in fields(Settings)}},
+                         "the model's sentence-transformers files")
+
+
+# ================================================================================================ predict / evaluate
+
+
+@dataclass
+class Embedder:
+    """A loaded embedding model (a SentenceTransformer, bertkit's BERT inside where the checkpoint is BERT)."""
+
+    model: object
+    settings: Settings
+
+
+def load_predictor(model_dir: str) -> Embedder:
+    """An embed run's output directory (any sentence-transformers folder), in eval mode at the precision
+    `inference_precision` set."""
+    from sentence_transformers import SentenceTransformer
+
+    from ..checkpoints import for_inference
+
+    if not (Path(model_dir) / "modules.json").is_file():
+        raise BertkitError(f"{model_dir} is not a sentence-transformers model (no modules.json) — give the "
+                           f"output_dir of a bertkit embed run")
+    model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+    use_bertkit_backbone(model, transformer_path(model_dir))
+    model[0].model = for_inference(model[0].auto_model)
+    model.to(model[0].auto_model.device)
+    model.eval()
+    return Embedder(model, settings_of(model))
+
+
+def encode(embedder: Embedder, texts: list[str], kind: str = QUERY, batch_size: int = 64) -> np.ndarray:
+    """(N, D) float32 vectors of `texts`, the run's prefix for `kind` ("query" or "document") put before each."""
+    import torch
+
+    with torch.inference_mode():
+        vectors = embedder.model.encode(list(texts), prompt_name=kind, batch_size=batch_size,
+                                        convert_to_numpy=True, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def compute_metrics_fn(dev: RetrievalData, corpus: list[str] = (), batch_size: int = 64):
+    """A function of an Embedder giving its dev metrics: NDCG@10, MRR@10, Recall@1/10/100 when every query ranks
+    the dev corpus (pairs), Spearman of cosine against the gold score (scored pairs). The recipe evaluates with
+    sentence-transformers' evaluators; this is predict / evaluate's own, numpy only."""
+
+    def metrics(embedder: Embedder) -> dict:
+        if dev.kind == "scored":
+            first = encode(embedder, [r.query for r in dev.rows], QUERY, batch_size)
+            second = encode(embedder, [r.positives[0] for r in dev.rows], DOCUMENT, batch_size)
+            cosine = np.sum(_unit(first) * _unit(second), axis=1)
+            return {"spearman": spearman(cosine, [r.score for r in dev.rows])}
+        ir = ir_dev_set(dev, corpus)
+        queries = encode(embedder, list(ir.queries.values()), QUERY, batch_size)
+        passages = encode(embedder, list(ir.corpus.values()), DOCUMENT, batch_size)
+        ranked, _ = top_k(queries, passages, 100)
+        return ir_metrics(ranked, ir.relevant_indices())
+
+    return metrics
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def read_texts(path: str) -> tuple[list[str], str]:
+    """The texts of a predict input and how to encode them: a query column (query, question, anchor, 问题) as
+    queries, else the one text column (text, passage, ...; a .txt file's lines) as passages."""
+    table = read_table(path)
+    names = list(table.column_names)
+    lowered = {n.strip().lower(): n for n in names}
+    column = next((lowered[c] for c in QUERY_LIKE if c in lowered), None)
+    kind = QUERY
+    if column is None:
+        from .retrieval_files import CORPUS_TEXT_COLUMNS
+
+        column = next((lowered[c] for c in CORPUS_TEXT_COLUMNS if c in lowered), None)
+        kind = DOCUMENT
+    if column is None:
+        strings = [n for n in names if isinstance(table[0][n], str)]
+        if len(strings) != 1:
+            raise BertkitError(f"cannot tell which column of {path} holds the texts (columns: {listing(names)}) — "
+                               f"name it 'query' (encoded as queries) or 'text' (as passages)")
+        column = strings[0]
+    texts = table[column][:]
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise BertkitError(f"{path} {row_location(table, i)}: column '{column}' is empty — fill it in or remove "
+                               f"the line")
+    return texts, kind
+
+
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
+    """One vector per row of `input_path`, in input order: JSONL {"text", "embedding"} or, for a .npy output, an
+    (N, D) float32 array. Query columns get the query prefix, passage columns the passage prefix (read_texts)."""
+    no_confidence_cut(min_confidence, "embed")
+    suffix = Path(output_path).suffix.lower()
+    if suffix not in (".jsonl", ".json", ".npy"):
+        raise BertkitError(f"output file {output_path}: use a .jsonl name (or .npy for a NumPy array)")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="vectors")
+    embedder = load_predictor(model_dir)
+    texts, kind = read_texts(input_path)
+    say(f"encoding {len(texts)} texts as {'queries' if kind == QUERY else 'passages'}")
+    vectors = encode(embedder, texts, kind, batch_size)
+    if suffix == ".npy":
+        with atomic_output(output_path, "vectors", mode="wb") as handle:
+            np.save(handle, vectors)
+        return len(texts)
+    with atomic_output(output_path, "vectors") as handle:
+        for text, vector in zip(texts, vectors):
+            handle.write(json.dumps({"text": text, "embedding": [round(float(x), 7) for x in vector]},
+                                    ensure_ascii=False) + "\n")
+    return len(texts)
+
+
+def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str, top: int = 10,
+                  batch_size: int = 64) -> int:
+    """For each query of `input_path`, the `top` passages of `corpus` by cosine, best first, as JSONL:
+    {"query", "results": [{"rank", "passage", "score"}, ...]}."""
+    if top < 1:
+        raise BertkitError(f"--top-k {top}: give at least 1")
+    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
+        raise BertkitError(f"output file {output_path}: use a .jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir])
+    embedder = load_predictor(model_dir)
+    queries, _ = read_texts(input_path)
+    passages = read_corpus(corpus)
+    ranked, scores = top_k(encode(embedder, queries, QUERY, batch_size),
+                           encode(embedder, passages, DOCUMENT, batch_size), top)
+    with atomic_output(output_path, "rankings") as handle:
+        for query, row, row_scores in zip(queries, ranked, scores):
+            results = [{"rank": r + 1, "passage": passages[i], "score": round(float(s), 6)}
+                       for r, (i, s) in enumerate(zip(row, row_scores))]
+            handle.write(json.dumps({"query": query, "results": results}, ensure_ascii=False) + "\n")
+    return len(queries)
+
+
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+    """Ranking metrics of the model on a dev file (every query ranks all the file's passages) or, for scored
+    pairs, Spearman."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
+    embedder = load_predictor(model_dir)
+    dev = read_examples(input_path, allow_no_positive=True)
+    metrics = compute_metrics_fn(dev, batch_size=batch_size)(embedder)
+    if output_path:
+        passages = len(distinct_texts(dev.rows))
+        write_json(Path(output_path), {"file": str(input_path), "examples": len(dev.rows), "passages": passages,
+                                       **metrics})
+    return metrics
+
+
+def check_training_data(data: RetrievalData, loss: str, batch_size: int) -> None:
+    """What in-batch-negative losses cannot learn from, in one line: a scored file (use cosent), a pairs file for
+    cosent, one positive for every row, a batch of one."""
+    in_batch = loss in ("mnrl", "cached_mnrl")
+    if in_batch and data.kind == "scored":
+        raise BertkitError(f"{data.path} holds scored pairs (column '{data.columns.score}'), which loss={loss} "
+                           f"cannot use: it treats every pair as a positive — use loss=cosent")
+    if loss == "cosent" and data.kind != "scored":
+        raise BertkitError(f"loss=cosent needs scored pairs (sentence1, sentence2, score) and {data.path} has "
+                           f"none (no score column) — use loss=mnrl, or add a score column")
+    positives = {text for row in data.rows for text in row.positives}
+    if in_batch and len(positives) == 1 and len(data.rows) > 1:
+        raise BertkitError(f"every row of {data.path} has the same positive ({next(iter(positives))[:40]!r}): "
+                           f"in-batch negatives would all be that positive — give each query its own positive")
+    if in_batch and batch_size < 2:
+        raise BertkitError(f"train.per_device_train_batch_size={batch_size}: loss={loss} takes its negatives from "
+                           f"the other rows of a batch, and a batch of 1 has none — use at least 2 (16-256 typical)")
+
+
+def warn_near_duplicates(near: int, total: int) -> None:
+    """The mined-negatives warning: how many are near-duplicates of their positive (likely unlabelled positives)."""
+    if total and near / total >= 0.5:
+        warn(f"{near} of {total} mined negatives are near-duplicates of their query's positive — they are probably "
+             f"positives too; raise --range-min or --margin, or clean the corpus")
+    elif near:
+        say(f"{near} of {total} mined negatives are near-duplicates of their query's positive")
+
+
+__all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
+           "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
+           "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "read_texts", "predict_top_k",
+           "check_training_data", "warn_near_duplicates"]

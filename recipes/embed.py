@@ -1,0 +1,287 @@
+"""Fine-tune an embedding model (a bi-encoder, sentence-transformers) for retrieval or semantic similarity.
+
+    bertkit run embed -c embed/en_qa
+    bertkit run embed data.train=pairs.jsonl data.eval=dev.jsonl data.corpus=corpus.txt loss=cached_mnrl
+    bertkit run embed -c embed/en_sts                    # scored pairs (sentence1, sentence2, score), CoSENT
+    bertkit mine --model all-MiniLM-L6-v2 --corpus corpus.txt pairs.jsonl -o with_negatives.jsonl
+
+Training files hold pairs (query, positive), triplets / groups (query, positive, negative(s); FlagEmbedding's
+{"query", "pos": [...], "neg": [...]}) or scored pairs (bertkit/tasks/retrieval_files.py). Losses: in-batch
+negatives (loss=mnrl; `scale` is 1/temperature), its cached variant (loss=cached_mnrl: GradCache, so a batch of 256+
+fits in memory, `mini_batch_size` per forward), CoSENT for scored pairs (loss=cosent), optionally wrapped in
+Matryoshka (`matryoshka_dims`). Batches hold no duplicate text by default (a duplicate is a false negative).
+
+Pooling and normalisation come from the model's own sentence-transformers files when it has them (MiniLM: mean,
+normalised), else `pooling=` (mean assumed, said). The query / passage prefixes are saved as the model's prompts.
+The dev split is evaluated before and after training by sentence-transformers' evaluators: every dev query ranks
+the dev corpus (all dev positives and negatives, plus data.corpus) for NDCG@10, MRR@10, Recall@1/10/100, or Spearman
+for scored pairs; base and fine-tuned are printed side by side and written to metrics.json. The saved directory is
+a stock sentence-transformers folder (SentenceTransformer(path) loads it with no trust_remote_code; its BERT is
+plain transformers BertModel layout), trained on bertkit's own BERT (its unpadded path) where the model is BERT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import datasets
+from pydantic import Field
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer.evaluation import (EmbeddingSimilarityEvaluator,
+                                                                   InformationRetrievalEvaluator)
+from sentence_transformers.sentence_transformer.losses import (CachedMultipleNegativesRankingLoss, CoSENTLoss,
+                                                               MatryoshkaLoss, MultipleNegativesRankingLoss)
+
+from bertkit import checkpoints, checks, options, training
+from bertkit.config import INLINE
+from bertkit.console import say, warn
+from bertkit.errors import BertkitError
+from bertkit.llrd import optimizer_with_llrd
+from bertkit.precision import resolve_precision
+from bertkit.tasks import embed as task
+from bertkit.tasks.retrieval_files import RetrievalColumns, RetrievalData, ir_dev_set, read_corpus
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file: pairs, triplets / groups (FlagEmbedding JSONL), or scored pairs (csv, tsv, json, jsonl)."""
+    eval: str | None = None
+    """Dev file of the same kind: evaluated before and after training, and each epoch."""
+    corpus: str | None = None
+    """More passages for the dev ranking besides the dev positives (.txt one per line, or a table with text)."""
+    columns: RetrievalColumns = field(default_factory=RetrievalColumns, metadata=INLINE)
+    max_length: checks.MaxLength | None = None
+    """Tokens per text, [CLS] and [SEP] included; null: the model's own (MiniLM: 256), else 256."""
+
+
+@dataclass
+class Config:
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/embed"),
+                                    metadata=INLINE)
+    data: DataConfig = field(default_factory=DataConfig)
+    loss: Literal["mnrl", "cached_mnrl", "cosent"] = "mnrl"
+    """mnrl: in-batch negatives (MultipleNegativesRankingLoss); cached_mnrl: the same with GradCache for large
+    batches; cosent: scored pairs (CoSENTLoss)."""
+    scale: Annotated[float, Field(gt=0)] = 20.0
+    """Similarity scale of the loss = 1 / temperature (20 = temperature 0.05)."""
+    mini_batch_size: Annotated[int, Field(ge=1)] = 32
+    """cached_mnrl: texts per forward pass; memory follows this, not the batch size."""
+    matryoshka_dims: list[Annotated[int, Field(ge=1)]] | None = None
+    """Also train truncated vectors of these sizes (MatryoshkaLoss), e.g. [384, 256, 128, 64]."""
+    pooling: Literal["auto", "cls", "mean"] = "auto"
+    """auto: the model's own sentence-transformers pooling; a plain checkpoint has none: mean is assumed (said)."""
+    normalize: bool | None = None
+    """Unit-length vectors; null: as the model's own files say (a plain checkpoint: true)."""
+    query_prefix: str = ""
+    """Put before every query (e.g. "query: " for e5, bge's instruction); saved as the model's "query" prompt."""
+    passage_prefix: str = ""
+    """Put before every passage (e.g. "passage: "); saved as the model's "document" prompt."""
+    batch_sampler: Literal["auto", "no_duplicates", "batch_sampler"] = "auto"
+    """auto: no_duplicates for in-batch-negative losses (a duplicate text in a batch is a false negative)."""
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    train: dict = field(default_factory=lambda: options.training_defaults(learning_rate=2e-5, epochs=1,
+                                                                          batch_size=32))
+    """sentence_transformers.SentenceTransformerTrainingArguments (= transformers.TrainingArguments), passed
+    through (fp16/bf16 come from precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        checks.check_recipe(self, has_eval=self.data.eval is not None)
+        batch = self.train.get("per_device_train_batch_size", 8)
+        if self.loss != "cosent" and isinstance(batch, int) and batch < 2:
+            raise BertkitError(f"train.per_device_train_batch_size={batch}: loss={self.loss} takes its negatives "
+                               f"from the other rows of a batch, and a batch of 1 has none — use at least 2")
+        if self.matryoshka_dims and sorted(self.matryoshka_dims, reverse=True) != self.matryoshka_dims:
+            raise BertkitError(f"matryoshka_dims={self.matryoshka_dims}: give the sizes largest first, e.g. "
+                               f"{sorted(set(self.matryoshka_dims), reverse=True)}")
+
+
+SELECTION = {"pairs": "dev_cosine_ndcg@10", "scored": "dev_spearman_cosine"}
+
+
+def resolve_pooling(cfg: Config, model_path: str) -> tuple[str, bool]:
+    """pooling=auto and normalize=null from the model's own files; a model without them: mean, normalised (said)."""
+    saved_mode, saved_norm = task.saved_pooling(model_path)
+    pooling = cfg.pooling
+    if pooling == "auto":
+        if saved_mode is None:
+            warn(f"{cfg.model} has no sentence-transformers pooling information (no modules.json): mean pooling "
+                 f"assumed — set pooling=cls or pooling=mean to choose")
+        pooling = saved_mode or "mean"
+    normalize = cfg.normalize if cfg.normalize is not None else (saved_norm if saved_norm is not None else True)
+    cfg.pooling, cfg.normalize = pooling, normalize  # the resolved config records what trained
+    return pooling, normalize
+
+
+def load_data(cfg: Config) -> tuple[RetrievalData, RetrievalData | None, list[str]]:
+    """Training and dev files read and checked, and the extra corpus for the dev ranking."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (query, positive pairs; jsonl or csv)")
+    train = task.read_examples(cfg.data.train, cfg.data.columns)
+    task.check_training_data(train, cfg.loss, cfg.train.get("per_device_train_batch_size", 8))
+    dev = task.read_examples(cfg.data.eval, cfg.data.columns, allow_no_positive=True) if cfg.data.eval else None
+    if dev is not None and dev.kind != train.kind:
+        raise BertkitError(f"{dev.path} holds {dev.kind} rows but {train.path} holds {train.kind} — give a dev "
+                           f"file of the training file's kind")
+    corpus = read_corpus(cfg.data.corpus) if cfg.data.corpus else []
+    negatives = sum(len(row.negatives) for row in train.rows)
+    say(f"{len(train.rows)} train / {len(dev.rows) if dev else 0} dev {train.kind} rows (query={train.columns.query},"
+        f" positive={train.columns.positive}{f', {negatives} negatives' if negatives else ''}"
+        f"{f', score={train.columns.score}' if train.kind == 'scored' else ''})"
+        f"{f'; {len(corpus)} more corpus passages' if corpus else ''}")
+    return train, dev, corpus
+
+
+def training_dataset(data: RetrievalData) -> datasets.Dataset:
+    """The columns sentence-transformers' losses read by position: (anchor, positive, negative_1..n) with one row
+    per (query, positive) and the same n for every row (the fewest any row has; said when negatives are left
+    out), or (sentence1, sentence2, score)."""
+    if data.kind == "scored":
+        return datasets.Dataset.from_dict({"sentence1": [r.query for r in data.rows],
+                                           "sentence2": [r.positives[0] for r in data.rows],
+                                           "score": [r.score for r in data.rows]})
+    counts = [len(row.negatives) for row in data.rows]
+    n = min(counts)
+    if n < max(counts):
+        say(f"negatives per row: {n} (the fewest any row has; {sum(c - n for c in counts)} negatives of rows with "
+            f"more are left out — give every row as many to use them all)")
+    columns = {"anchor": [], "positive": [], **{f"negative_{i + 1}": [] for i in range(n)}}
+    for row in data.rows:
+        for positive in row.positives:
+            columns["anchor"].append(row.query)
+            columns["positive"].append(positive)
+            for i in range(n):
+                columns[f"negative_{i + 1}"].append(row.negatives[i])
+    return datasets.Dataset.from_dict(columns)
+
+
+def build_loss(cfg: Config, model):
+    """The loss, in plain sight: in-batch negatives (plain or cached), or CoSENT; wrapped by Matryoshka."""
+    if cfg.loss == "mnrl":
+        loss = MultipleNegativesRankingLoss(model, scale=cfg.scale)
+    elif cfg.loss == "cached_mnrl":
+        loss = CachedMultipleNegativesRankingLoss(model, scale=cfg.scale, mini_batch_size=cfg.mini_batch_size)
+    else:
+        loss = CoSENTLoss(model, scale=cfg.scale)
+    if cfg.matryoshka_dims:
+        size = model.get_embedding_dimension()
+        if cfg.matryoshka_dims[0] > size:
+            raise BertkitError(f"matryoshka_dims={cfg.matryoshka_dims}: the model's vectors have {size} dimensions — "
+                               f"give sizes up to {size}")
+        loss = MatryoshkaLoss(model, loss, matryoshka_dims=cfg.matryoshka_dims)
+    return loss
+
+
+def build_evaluator(dev: RetrievalData | None, corpus: list[str], batch_size: int):
+    """sentence-transformers' evaluator of the dev split: every query ranks the dev corpus (IR metrics), or
+    Spearman of cosine similarity for scored pairs; None without a dev split."""
+    if dev is None:
+        return None
+    if dev.kind == "scored":
+        return EmbeddingSimilarityEvaluator([r.query for r in dev.rows], [r.positives[0] for r in dev.rows],
+                                            [r.score for r in dev.rows], batch_size=batch_size, name="dev")
+    ir = ir_dev_set(dev, corpus)
+    if ir.left_out:
+        say(f"{ir.left_out} dev queries without a positive are left out of the ranking")
+    say(f"dev ranking: {len(ir.queries)} queries over {len(ir.corpus)} passages")
+    return InformationRetrievalEvaluator(ir.queries, ir.corpus, ir.relevant, mrr_at_k=[10], ndcg_at_k=[10],
+                                         accuracy_at_k=[1, 10], precision_recall_at_k=[1, 10, 100], map_at_k=[100],
+                                         batch_size=batch_size, name="dev", write_csv=False,
+                                         query_prompt_name=task.QUERY, corpus_prompt_name=task.DOCUMENT)
+
+
+def dev_metrics(evaluator, model) -> dict:
+    """The evaluator's headline numbers under bertkit's names (ndcg@10, mrr@10, recall@k; spearman)."""
+    if evaluator is None:
+        return {}
+    scores = evaluator(model)
+    if isinstance(evaluator, EmbeddingSimilarityEvaluator):
+        return {"spearman": scores["dev_spearman_cosine"], "pearson": scores["dev_pearson_cosine"]}
+    return {"ndcg@10": scores["dev_cosine_ndcg@10"], "mrr@10": scores["dev_cosine_mrr@10"],
+            **{f"recall@{k}": scores[f"dev_cosine_recall@{k}"] for k in (1, 10, 100)}}
+
+
+class EmbedTrainer(SentenceTransformerTrainer):
+    """SentenceTransformerTrainer with bertkit's LLRD AdamW over the backbone's layers (bertkit/llrd.py) and the
+    loss guard that stops a diverged run (bertkit/training.py), as FineTuningTrainer gives the other recipes."""
+
+    def __init__(self, *args, llrd: float = 1.0, head_lr: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.llrd, self.head_lr = llrd, head_lr
+        self.add_callback(training.LossGuard(self))
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is None:  # the backbone's parameters are the model's (Pooling / Normalize have none)
+            self.optimizer = optimizer_with_llrd(self.model[0].auto_model, self.args, self.llrd, self.head_lr)
+        return self.optimizer if self.optimizer is not None else super().create_optimizer(model)
+
+
+def training_arguments(cfg: Config, has_eval: bool, selection: str) -> SentenceTransformerTrainingArguments:
+    """bertkit's TrainingArguments keywords (training.trainer_kwargs) plus what sentence-transformers adds: the
+    batch sampler and the prefixes as prompts per column."""
+    flags, message = resolve_precision(cfg.run.precision)
+    say(message)
+    args = {**training.trainer_kwargs(cfg.train, cfg.run.output_dir, cfg.run.seed, has_eval, selection), **flags}
+    args.setdefault("disable_tqdm", True)
+    sampler = cfg.batch_sampler if cfg.batch_sampler != "auto" else (
+        "batch_sampler" if cfg.loss == "cosent" else "no_duplicates")
+    try:
+        return SentenceTransformerTrainingArguments(**args, batch_sampler=BatchSamplers(sampler))
+    except (ValueError, TypeError) as error:
+        raise training.arguments_refused(error) from None
+
+
+def prompts(cfg: Config, dataset: datasets.Dataset) -> dict[str, str] | None:
+    """Per training column, the prefix sentence-transformers puts before its texts (None: no prefixes)."""
+    if not (cfg.query_prefix or cfg.passage_prefix):
+        return None
+    first = dataset.column_names[0]
+    return {name: cfg.query_prefix if name == first else cfg.passage_prefix
+            for name in dataset.column_names if name != "score"}
+
+
+def summary_rows(results: dict) -> dict:
+    """Base and fine-tuned dev metrics side by side, then the wall time."""
+    base, tuned = results.get("base_eval", {}), results.get("eval", {})
+    rows = {name: f"{base[name]:.4f} -> {tuned[name]:.4f}" for name in tuned if name in base}
+    return {**rows, "wall time (s)": results["wall_time_s"]}
+
+
+def main(cfg: Config) -> dict:
+    run = training.start_run(cfg, "embed")  # seed; hold output_dir (an old run there is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    pooling, normalize = resolve_pooling(cfg, model_path)
+    train, dev, corpus = load_data(cfg)
+    model = task.build_model(model_path, pooling, normalize, cfg.data.max_length)  # bertkit's BERT inside
+    task.set_prefixes(model, cfg.query_prefix, cfg.passage_prefix)  # saved in config_sentence_transformers.json
+    model.config = model[0].auto_model.config  # bertkit's run wiring reads model.config (family, fp16 check)
+    cfg.data.max_length = model.max_seq_length
+    train_dataset = training_dataset(train)
+    eval_batch = cfg.train.get("per_device_eval_batch_size", 64)
+    evaluator = build_evaluator(dev, corpus, eval_batch)
+    base = dev_metrics(evaluator, model)
+    if base:
+        say("base model on dev: " + ", ".join(f"{k} {v:.4f}" for k, v in base.items()))
+
+    args = training_arguments(cfg, dev is not None, SELECTION[train.kind])
+    args.prompts = prompts(cfg, train_dataset)
+    trainer = EmbedTrainer(model=model, args=args, train_dataset=train_dataset, loss=build_loss(cfg, model),
+                           evaluator=evaluator, callbacks=training.early_stopping(cfg, dev is not None),
+                           llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+
+    metrics = dev_metrics(evaluator, trainer.model)
+    selection = training.selection_metric(args, SELECTION[train.kind])
+    results = run.results(metrics, train_result, base_eval=base, selection_metric=selection,
+                          rows={"train": len(train_dataset), "dev_queries": len(dev.rows) if dev else 0},
+                          pooling=pooling, normalize=normalize)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # the stock sentence-transformers folder (SentenceTransformer.save)
+        run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
+    training.report(cfg, "embed", f"embed: dev metrics, base -> fine-tuned ({train.kind})", summary_rows(results),
+                    run.output_dir)
+    return results
