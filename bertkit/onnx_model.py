@@ -106,5 +106,61 @@ def load_onnx_model(export_dir: str, precision: str = "fp32") -> OnnxModel:
     return OnnxModel(Path(export_dir) / files[precision], config, head)
 
 
-__all__ = ["OnnxModel", "load_onnx_model", "is_onnx_export", "require_onnx", "head_of", "Head", "HEADS", "session",
+class OnnxEmbedder:
+    """An embed export (`bertkit export` of a sentence-transformers embedding folder: pooling and normalisation are
+    in the graph, whose one output is `sentence_embedding`) behind the part of SentenceTransformer's interface that
+    predict / serve use: `encode(texts, prompt_name=...)`, `tokenizer`, `max_seq_length`, `prompts`,
+    `default_prompt_name`, `get_embedding_dimension()`. Texts run in length-sorted padded batches."""
+
+    def __init__(self, path: Path, tokenizer, saved: dict):
+        self.session, self.tokenizer = session(path), tokenizer
+        self.max_seq_length = int(saved["max_seq_length"])
+        self.prompts = dict(saved.get("prompts") or {})
+        self.default_prompt_name = saved.get("default_prompt_name")
+        self.dimension = int(saved["dimension"])
+        self.input_names = [node.name for node in self.session.get_inputs()]
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+    def encode(self, texts, prompt_name: str | None = None, batch_size: int = 32, convert_to_tensor: bool = False,
+               normalize_embeddings: bool = False, **_):
+        """(N, D) float32 embeddings of `texts` (one string: (D,)), in the order given, as the model's encode."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is not None and name not in self.prompts:
+            raise BertkitError(f"prompt_name {name!r}: this model's prompts are {sorted(self.prompts) or 'none'}")
+        prefix = (self.prompts.get(name) or "") if name is not None else ""
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            rows = order[start:start + batch_size]
+            batch = self.tokenizer([prefix + texts[i] for i in rows], padding=True, truncation=True,
+                                   max_length=self.max_seq_length, return_tensors="np")
+            if "token_type_ids" not in batch:
+                batch["token_type_ids"] = np.zeros_like(batch["input_ids"])
+            feed = {key: np.ascontiguousarray(batch[key], dtype=np.int64) for key in self.input_names}
+            vectors[rows] = self.session.run(["sentence_embedding"], feed)[0]
+        if normalize_embeddings:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        result = torch.from_numpy(vectors) if convert_to_tensor else vectors
+        return result[0] if single else result
+
+
+def load_onnx_embedder(export_dir: str, precision: str = "fp32") -> OnnxEmbedder:
+    """An embed export's graph for `precision` (fp32, or int8 when exported with --quantize int8)."""
+    require_onnx()
+    precision = {"auto": "fp32", "bf16": "fp32"}.get(precision, precision)
+    saved = json.loads((Path(export_dir) / EXPORT_FILE).read_text(encoding="utf-8"))
+    files = saved.get("files", {})
+    if precision not in files:
+        hint = "export again with --quantize int8" if precision == "int8" else "use --precision fp32 or int8"
+        raise BertkitError(f"{export_dir} is an ONNX export with {' and '.join(files) or 'no'} graphs, not "
+                           f"{precision} — {hint}")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(export_dir)
+    return OnnxEmbedder(Path(export_dir) / files[precision], tokenizer, saved.get("embedding", {}))
+
+
+__all__ = ["OnnxModel", "load_onnx_model", "OnnxEmbedder", "load_onnx_embedder", "is_onnx_export", "require_onnx", "head_of", "Head", "HEADS", "session",
            "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES"]

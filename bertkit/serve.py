@@ -1,8 +1,12 @@
 """`bertkit serve RUN_DIR`: a fine-tuned run (or its ONNX export) behind HTTP, with dynamic batching.
 
     POST /predict   {"inputs": ...}: one input or a list; answers a list with what `bertkit predict` writes per row
+    POST /embed     an embedding model (sentence-transformers folder): TEI's {"inputs", "normalize", "prompt_name"}
+                    -> a list of vectors
+    POST /rerank    a reranker (CrossEncoder folder): TEI's {"query", "texts", "raw_scores", "return_text"}
+                    -> [{"index", "score"}], best first
     GET  /health    200 while the model thread is alive
-    GET  /info      model, task, labels, settings, implementation, precision, limits
+    GET  /info      model, task, the endpoint it answers on, labels, settings, implementation, precision, limits
     GET  /metrics   Prometheus text: requests by status, latency, inputs and requests per batch, queue depth
 
 How a request is served: the handler parses and checks its inputs (422 for a wrong shape or an unknown field, 413
@@ -32,7 +36,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from . import speed
 from .errors import BertkitError, require_packages
@@ -315,10 +319,132 @@ class MaskedLMEndpoint:
                                                                                                         self.top_k))]
 
 
+class EmbedEndpoint:
+    """TEI's POST /embed on a sentence-transformers embedding folder (an embed run, a stock model such as
+    all-MiniLM-L6-v2, or its ONNX export): texts in, one vector each out, exactly as `SentenceTransformer(path)
+    .encode(texts, prompt_name=...)` gives it (the model's own pooling, Normalize module and saved prompts; without
+    prompt_name its default_prompt_name, if any). normalize=true (TEI's default) L2-normalises the vectors;
+    normalize=false gives them as the model outputs them (still unit length for a model that saved a Normalize
+    module, as SentenceTransformer.encode does)."""
+
+    name, route = "embed", "/embed"
+
+    def __init__(self, run_dir: str):
+        model = load_embedder(run_dir)
+        self.predictor = _Holder(model)
+        self.prompts = dict(getattr(model, "prompts", None) or {})
+        self.default_prompt = getattr(model, "default_prompt_name", None)
+        self.count = _token_counter(model.tokenizer, model.max_seq_length)
+        self.info = {"dimension": model.get_embedding_dimension(), "max_length": model.max_seq_length,
+                     "prompts": self.prompts, "default_prompt_name": self.default_prompt}
+
+    def parse(self, body) -> list[tuple[str, str | None, bool]]:
+        """(text, prompt name, normalize) per input."""
+        name = body.prompt_name if body.prompt_name is not None else self.default_prompt
+        if name is not None and name not in self.prompts:
+            raise InputError(f"prompt_name {name!r}: this model's prompts are {sorted(self.prompts) or 'none'}")
+        texts = [_text(value, f"inputs[{i}]") for i, value in enumerate(_items(body.inputs))]
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InputError(f"inputs[{i}] is empty: give a text to embed")
+        return [(text, name, bool(body.normalize)) for text in texts]
+
+    def chars(self, example) -> int:
+        return len(example[0]) + len(self.prompts.get(example[1]) or "")
+
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([(self.prompts.get(name) or "") + text for text, name, _ in examples])
+
+    def predict(self, examples: list) -> list[list[float]]:
+        import torch
+
+        vectors = [None] * len(examples)
+        for name in dict.fromkeys(name for _, name, _ in examples):  # a batch may join requests of several prompts
+            indices = [i for i, example in enumerate(examples) if example[1] == name]
+            encoded = torch.as_tensor(self.predictor.model.encode(
+                [examples[i][0] for i in indices], prompt_name=name, batch_size=64, show_progress_bar=False,
+                convert_to_tensor=True)).float().cpu()
+            for i, vector in zip(indices, encoded):
+                vectors[i] = torch.nn.functional.normalize(vector, dim=-1) if examples[i][2] else vector
+        return [vector.tolist() for vector in vectors]
+
+
+class RerankEndpoint:
+    """TEI's POST /rerank on a reranker (a rerank run, a sentence-transformers CrossEncoder, or its ONNX export):
+    a query and texts in; [{"index", "score"}] out, best first, the score as `CrossEncoder(path).predict` gives it
+    (sigmoid of the logit; raw_scores=true: the logit)."""
+
+    name, route = "rerank", "/rerank"
+
+    def __init__(self, run_dir: str):
+        from .tasks.rerank import load_predictor
+
+        self.predictor = reranker = load_predictor(run_dir)
+        self.count = _token_counter(reranker.tokenizer, reranker.max_length)
+        self.info = {"max_length": reranker.max_length, "activation": "sigmoid"}
+
+    def parse(self, body) -> list[tuple[str, str]]:
+        query = _text(body.query, "query")
+        if not query.strip():
+            raise InputError("query is empty: give the text to rank the texts against")
+        if not isinstance(body.texts, list) or not body.texts:
+            raise InputError("texts must be a non-empty list of strings")
+        texts = [_text(value, f"texts[{i}]") for i, value in enumerate(body.texts)]
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InputError(f"texts[{i}] is empty: give a text to score")
+        return [(query, text) for text in texts]
+
+    def chars(self, example) -> int:
+        return len(example[0]) + len(example[1])
+
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([q for q, _ in examples], [t for _, t in examples])
+
+    def predict(self, examples: list) -> list[float]:
+        from .tasks.rerank import predict_logits
+
+        return [float(x) for x in predict_logits(self.predictor, [q for q, _ in examples], [t for _, t in examples])]
+
+    @staticmethod
+    def ranked(logits: list[float], texts: list[str], raw_scores: bool, return_text: bool) -> list[dict]:
+        """TEI's answer: every text's index and score, highest score first."""
+        scores = logits if raw_scores else [1 / (1 + math.exp(-x)) if math.isfinite(x) else x for x in logits]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i] if math.isfinite(scores[i]) else math.inf)
+        return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in order]
+
+
+def load_embedder(model_dir: str):
+    """The embedding model of a folder, at the precision `inference_precision` set: its ONNX export run by ONNX
+    Runtime, or the folder loaded by sentence-transformers itself (its modules, pooling and prompts as saved: a
+    stock folder, no trust_remote_code) and readied as predict readies a model (checkpoints.for_inference)."""
+    from .checkpoints import LOAD_PRECISION, for_inference
+    from .onnx_model import is_onnx_export, load_onnx_embedder
+
+    if is_onnx_export(model_dir):
+        return load_onnx_embedder(model_dir, LOAD_PRECISION.get())
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise BertkitError(f"{model_dir}: sentence-transformers could not load this embedding model "
+                           f"({str(error).splitlines()[0] if str(error) else type(error).__name__}) — give an embed "
+                           "run's output_dir or a sentence-transformers model folder") from None
+    return for_inference(model)
+
+
+class _Holder:
+    """What Server reads of a predictor: its `.model` (a SentenceTransformer, or an ONNX export's runner)."""
+
+    def __init__(self, model):
+        self.model = model
+
+
 # Each task's endpoint: `parse(inputs) -> examples` (InputError: 422), `chars(example)` and `tokens(examples)` for
 # the limits and the batch budget, `predict(examples) -> records` (what `bertkit predict` writes), `info`.
 ENDPOINTS = {endpoint.name: endpoint for endpoint in (ClassifyEndpoint, NerEndpoint, QAEndpoint, ChoiceEndpoint,
-                                                      MaskedLMEndpoint)}
+                                                      MaskedLMEndpoint, EmbedEndpoint, RerankEndpoint)}
 
 
 # ----------------------------------------------------------------------------------------------- batching
@@ -484,9 +610,10 @@ def require_serve() -> None:
 def load_endpoint(run_dir: str):
     """The task endpoint of a run directory (or export), chosen by its saved architecture as predict chooses; an
     unfinished or mixed run is refused as predict refuses it."""
-    from .tasks import module_for_model
+    from .tasks import module_for_model, sentence_transformers_kind
 
-    return ENDPOINTS[module_for_model(run_dir).__name__.rsplit(".", 1)[-1]](run_dir)
+    retrieval = sentence_transformers_kind(run_dir) if Path(run_dir).is_dir() else None  # embed / rerank
+    return ENDPOINTS[retrieval or module_for_model(run_dir).__name__.rsplit(".", 1)[-1]](run_dir)
 
 
 class Server:
@@ -506,7 +633,8 @@ class Server:
         if model is not None and not hasattr(model, "parameters"):  # an ONNX export: its int8 graph if asked, else fp32
             self.runs_at = "int8" if precision == "int8" else "fp32"
             self.precision_reason = f"the export's {self.runs_at} graph"
-        self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name, "precision": self.runs_at,
+        self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name,
+                     "endpoints": [getattr(self.endpoint, "route", "/predict")], "precision": self.runs_at,
                      "precision_asked": precision,
                      "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
                      "limits": asdict(limits), **self.endpoint.info}
@@ -530,7 +658,16 @@ class Server:
                                        f"{self.limits.max_chars:,} (--max-chars)")
         return None
 
-    async def predict(self, inputs, request):
+    def wrong_route(self, route: str):
+        """The 400 for a route this model does not serve, naming the one it does (None when it serves `route`)."""
+        serves = getattr(self.endpoint, "route", "/predict")
+        if serves == route:
+            return None
+        return self.error(400, f"this is a {self.endpoint.name} model: POST {serves} answers it, not {route}")
+
+    async def predict(self, inputs, request, finish: Callable | None = None):
+        """Parse (`inputs`: what the endpoint's parse takes), check, queue, wait, answer: the records, or
+        finish(records) (/rerank sorts them)."""
         started = time.perf_counter()
         try:
             examples = self.endpoint.parse(inputs)
@@ -553,7 +690,7 @@ class Server:
             return self.error(500, f"prediction failed: {type(problem).__name__}: {str(problem).splitlines()[0]}")
         self.stats.requests.labels("200").inc()
         self.stats.latency.observe(time.perf_counter() - started)
-        return _clean(records)
+        return _clean(finish(records) if finish is not None else records)
 
     async def wait(self, pending: Pending, request, deadline: float):
         """Wait for the answer, waking now and then: a request past its deadline (504) or whose client left is
@@ -585,7 +722,8 @@ def answer_errors_as_json(app, server: Server) -> None:
     async def invalid_body(request: Request, exc: RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                              for e in exc.errors()[:5])
-        return server.error(422, f"invalid request body — {problems}; send {{\"inputs\": ...}}")
+        shape = '{"query": ..., "texts": [...]}' if request.url.path == "/rerank" else '{"inputs": ...}'
+        return server.error(422, f"invalid request body — {problems}; send {shape}")
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):
@@ -609,6 +747,23 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
         inputs: Any
         truncate: bool = True
 
+    class EmbedRequest(BaseModel):  # TEI's /embed; texts are cut at the model's max_seq_length as it encodes
+        model_config = ConfigDict(extra="forbid")
+        inputs: Any
+        normalize: bool = True
+        prompt_name: str | None = None
+        truncate: bool = True
+        truncation_direction: Literal["Right", "right"] = "Right"
+
+    class RerankRequest(BaseModel):  # TEI's /rerank; pairs are cut as the reranker trained (longest first)
+        model_config = ConfigDict(extra="forbid")
+        query: Any
+        texts: Any
+        raw_scores: bool = False
+        return_text: bool = False
+        truncate: bool = True
+        truncation_direction: Literal["Right", "right"] = "Right"
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         server.batcher.start()
@@ -629,7 +784,20 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
 
     @app.post("/predict")
     async def predict(body: PredictRequest, request: Request):
-        return await server.predict(body.inputs, request)
+        refusal = server.wrong_route("/predict")
+        return refusal if refusal is not None else await server.predict(body.inputs, request)
+
+    @app.post("/embed")
+    async def embed(body: EmbedRequest, request: Request):
+        refusal = server.wrong_route("/embed")
+        return refusal if refusal is not None else await server.predict(body, request)
+
+    @app.post("/rerank")
+    async def rerank(body: RerankRequest, request: Request):
+        def ranked(logits):
+            return RerankEndpoint.ranked(logits, body.texts, body.raw_scores, body.return_text)
+        refusal = server.wrong_route("/rerank")
+        return refusal if refusal is not None else await server.predict(body, request, finish=ranked)
 
     return app
 

@@ -1,0 +1,308 @@
+"""Reranking with a cross-encoder: a (query, passage) pair in, one relevance logit out (a sequence classifier with one
+label, sentence-transformers' CrossEncoder). The task interface of bertkit.tasks and the pieces the rerank recipe,
+`bertkit predict / evaluate / serve` and the export share. Files are read by bertkit/tasks/retrieval_files.py (pairs,
+groups, FlagEmbedding JSONL, scored pairs); the measures (NDCG@10, MRR@10, Recall@k) and the BM25 first stage come
+from there too.
+
+    settings     what a run saves in config.json: max_length, the columns, the first stage and top-k of its evaluation
+    encoding     retrieval rows -> the text dataset CrossEncoderTrainer takes: (query, passage, label) rows for BCE,
+                 (query, docs, labels) groups for a listwise loss (LambdaLoss, ListNet)
+    evaluating   each dev query's top-k from a first stage (BM25 over the dev passages, or an embed model), re-ranked
+                 by the cross-encoder: NDCG@10 / MRR@10 / Recall@10 before (the first stage alone) and after
+    predict      load a reranker (a rerank run, a stock CrossEncoder folder, or an ONNX export) and score pairs in
+                 length-sorted batches under a token budget; the score is sigmoid(logit), as CrossEncoder.predict
+                 gives it
+
+A reranker is told apart from a classifier by sentence-transformers' own files (tasks.sentence_transformers_kind):
+config_sentence_transformers.json says model_type CrossEncoder.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Callable, Sequence
+
+import datasets
+import numpy as np
+import torch
+from pydantic import Field
+
+from bertkit import tasks
+from bertkit.checkpoints import load_finetuned, load_tokenizer
+from bertkit.console import ExamplesProgress, say, warn
+from bertkit.errors import BertkitError
+from bertkit.inference import run_batch, token_budget_batches
+from bertkit.modeling_bert import BertkitForSequenceClassification
+from bertkit.rundir import atomic_output, check_output_path, write_json
+from bertkit.tasks.retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_metrics,
+                                           read_retrieval_file, top_k)
+
+LOSSES = ("bce", "lambda", "listnet")
+REPORTED = ("ndcg@10", "mrr@10", "recall@10")  # reported before and after re-ranking
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+@dataclass
+class Settings:
+    max_length: int | None = None
+    """Tokens per (query, passage) pair, [CLS] and [SEP]s included; the longer segment is cut first (None: the
+    tokenizer's model_max_length, at most the model's positions)."""
+    columns: RetrievalColumns = field(default_factory=RetrievalColumns)
+    """Column overrides of the files the run read (null: detected by name)."""
+    first_stage: str = "bm25"
+    """What `bertkit evaluate` re-ranks: BM25 over the file's passages, or an embed model folder's top-k."""
+    top_k: Annotated[int, Field(ge=1)] = 20
+    """Candidates per query taken from the first stage."""
+
+    def check(self) -> None:
+        if self.max_length is not None and self.max_length < 4:
+            raise BertkitError(f"max_length={self.max_length} must be at least 4 ([CLS], two [SEP] and some text)")
+
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+
+def read_examples(path: str, columns: RetrievalColumns | None = None, allow_no_positive: bool = False
+                  ) -> RetrievalData:
+    """A retrieval file's rows (query, positives, negatives, or a score), checked line by line: an empty query or
+    passage is one line naming the file, the line and the column."""
+    return read_retrieval_file(path, columns, allow_no_positive=allow_no_positive)
+
+
+def encode(data: RetrievalData, loss: str = "bce") -> datasets.Dataset:
+    """The text dataset CrossEncoderTrainer takes (its losses read columns by position, the label by name): for
+    `bce` a (query, passage, label) row per passage, positives 1 and negatives 0, or the score of a scored pair
+    (within [0, 1]); for a listwise loss one (query, docs, labels) row per distinct query."""
+    if loss not in LOSSES:
+        raise BertkitError(f"loss={loss}: use one of {', '.join(LOSSES)}")
+    if data.kind == "scored":
+        outside = next((row for row in data.rows if not 0 <= row.score <= 1), None)
+        if outside is not None:
+            raise BertkitError(f"{outside.where}: score {outside.score:g} is outside [0, 1] — a reranker learns a "
+                               "relevance probability: rescale the scores to 0..1 (e.g. divide a 0-5 STS score by 5)")
+        triples = [(row.query, row.positives[0], float(row.score)) for row in data.rows]
+    else:
+        triples = [(row.query, text, label) for row in data.rows
+                   for texts, label in ((row.positives, 1.0), (row.negatives, 0.0)) for text in texts]
+    labels = {label for _, _, label in triples}
+    if labels <= {1.0}:
+        raise BertkitError(f"{data.path}: every pair is a positive, so a reranker has nothing to tell apart — give "
+                           "negatives (a negative column, FlagEmbedding's \"neg\") or set negatives_per_query=N to "
+                           "mine them")
+    if loss == "bce":
+        return datasets.Dataset.from_dict({"query": [q for q, _, _ in triples], "passage": [p for _, p, _ in triples],
+                                           "label": [label for _, _, label in triples]})
+    groups: dict[str, tuple[list, list]] = {}
+    for query, passage, label in triples:
+        docs, scores = groups.setdefault(query, ([], []))
+        if passage not in docs:
+            docs.append(passage)
+            scores.append(label)
+    return datasets.Dataset.from_dict({"query": list(groups), "docs": [docs for docs, _ in groups.values()],
+                                       "labels": [scores for _, scores in groups.values()]})
+
+
+# ------------------------------------------------------------------------------------------------ evaluating
+
+
+@dataclass
+class RerankDev:
+    """The dev ranking task: each query's first-stage candidates (corpus indices, best first) and relevant set."""
+
+    queries: list[str]
+    corpus: list[str]
+    candidates: list[list[int]]
+    relevant: list[set[int]]
+    first_stage: str
+    top_k: int
+
+    def samples(self) -> list[dict]:
+        """sentence-transformers' CrossEncoderRerankingEvaluator samples (with always_rerank_positives=False: a
+        positive the first stage missed stays missed, as in a real pipeline)."""
+        return [{"query": query, "positive": [self.corpus[i] for i in gold],
+                 "documents": [self.corpus[i] for i in ranked]}
+                for query, ranked, gold in zip(self.queries, self.candidates, self.relevant)]
+
+
+def first_stage_dev(data: RetrievalData, corpus: Sequence[str] = (), first_stage: str = "bm25",
+                    k: int = 20) -> RerankDev:
+    """Each distinct dev query with a positive ranks the dev passages (positives, negatives) plus `corpus` by the
+    first stage, "bm25" or an embed model folder (SentenceTransformer: its query / document prompts); the top `k`
+    are its candidates."""
+    passages = distinct_texts(data.rows, corpus)
+    index = {text: i for i, text in enumerate(passages)}
+    gold: dict[str, set[int]] = {}
+    for row in data.rows:
+        if row.positives:
+            gold.setdefault(row.query, set()).update(index[text] for text in row.positives)
+    if not gold:
+        raise BertkitError(f"{data.path}: no query has a positive in the corpus, so there is nothing to rank — give "
+                           f"the dev queries their positive passages (column '{data.columns.positive}')")
+    queries = list(gold)
+    if first_stage == "bm25":
+        ranked, _ = BM25Index(passages).search(queries, k)
+    else:
+        ranked, _ = top_k(*embed_for_first_stage(first_stage, queries, passages), k)
+    return RerankDev(queries, passages, [list(map(int, row)) for row in ranked], [gold[q] for q in queries],
+                     first_stage, k)
+
+
+def embed_for_first_stage(path: str, queries: list[str], passages: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Query and passage vectors from an embed model folder (its saved query / document prompts applied)."""
+    if not Path(path).is_dir() or tasks.sentence_transformers_kind(path) != "embed":
+        raise BertkitError(f"first_stage={path}: not an embedding model folder (an embed run's output_dir or a "
+                           "sentence-transformers model) — give one, or first_stage=bm25")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)
+    return (model.encode_query(queries, batch_size=64, show_progress_bar=False),
+            model.encode_document(passages, batch_size=64, show_progress_bar=False))
+
+
+def compute_metrics_fn(dev: RerankDev) -> Callable[[Sequence[Sequence[float]]], dict]:
+    """The rerank metrics of a dev set: given each query's scores of its candidates (the cross-encoder's), NDCG@10,
+    MRR@10 and Recall@10 after re-ranking, beside the first stage's own (`first_stage_...`) and the ceiling
+    re-ranking cannot pass (`recall@{k}` of the first stage: the positives among the candidates)."""
+    before = ir_metrics(dev.candidates, dev.relevant)
+    ceiling = ir_metrics([ranked[:dev.top_k] for ranked in dev.candidates], dev.relevant)
+
+    def compute_metrics(scores: Sequence[Sequence[float]]) -> dict:
+        reranked = [[ranked[i] for i in np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")]
+                    for ranked, row in zip(dev.candidates, scores)]
+        after = ir_metrics(reranked, dev.relevant)
+        return {**{name: round(after[name], 4) for name in REPORTED},
+                **{f"first_stage_{name}": round(before[name], 4) for name in REPORTED},
+                f"first_stage_recall@{dev.top_k}": round(min(ceiling["recall@100"], 1.0), 4),
+                "queries": len(dev.queries), "first_stage": dev.first_stage, "top_k": dev.top_k}
+
+    return compute_metrics
+
+
+def rerank_scores(score_pairs: Callable[[list[str], list[str]], np.ndarray], dev: RerankDev) -> list[list[float]]:
+    """Every dev query's candidates scored in one call of `score_pairs(queries, passages)`."""
+    queries = [q for q, ranked in zip(dev.queries, dev.candidates) for _ in ranked]
+    passages = [dev.corpus[i] for ranked in dev.candidates for i in ranked]
+    flat = np.asarray(score_pairs(queries, passages), dtype=np.float64).reshape(-1)
+    bounds = np.cumsum([0, *map(len, dev.candidates)])
+    return [flat[a:b].tolist() for a, b in zip(bounds, bounds[1:])]
+
+
+# ------------------------------------------------------------------------------------------------ predict / evaluate
+
+
+@dataclass
+class Reranker:
+    model: object
+    """A sequence classifier with one logit (bertkit's BERT, another family's transformers class, or an export)."""
+    tokenizer: object
+    max_length: int
+    settings: Settings
+
+
+def load_predictor(model_dir: str) -> Reranker:
+    """The reranker of a rerank run directory, of a stock sentence-transformers CrossEncoder folder, or of their ONNX
+    export, with the settings it was trained under."""
+    model = load_finetuned(BertkitForSequenceClassification, model_dir, "rerank")
+    settings = tasks.read_settings(Settings, model.config, str(Path(model_dir) / "config.json"))
+    if getattr(model.config, "num_labels", 1) != 1:
+        raise BertkitError(f"{model_dir} holds a classifier with {model.config.num_labels} labels, not a reranker's "
+                           "one relevance score — use `bertkit predict` as a classifier, or a rerank run")
+    tokenizer = load_tokenizer(model_dir)
+    positions = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    saved = tokenizer.model_max_length if tokenizer.model_max_length < 10**6 else positions
+    return Reranker(model, tokenizer, settings.max_length or min(saved, positions), settings)
+
+
+@torch.inference_mode()
+def predict_logits(reranker: Reranker, queries: list[str], passages: list[str], batch_size: int = 64,
+                   progress: ExamplesProgress | None = None) -> np.ndarray:
+    """(N,) relevance logits of the (query, passage) pairs, in the order given: tokenized as CrossEncoder does
+    (longest segment cut first), run in length-sorted batches under a token budget."""
+    encoded = reranker.tokenizer(queries, passages, truncation="longest_first", max_length=reranker.max_length)
+    features = [{key: encoded[key][i] for key in encoded.keys()} for i in range(len(queries))]
+    logits = np.zeros(len(features), dtype=np.float32)
+    for rows in token_budget_batches([len(f["input_ids"]) for f in features], batch_size * reranker.max_length,
+                                     batch_size):
+        padded = reranker.tokenizer.pad([features[i] for i in rows], return_tensors="pt")
+        logits[rows] = run_batch(reranker.model, padded).logits.float().cpu().numpy()[:, 0]
+        if progress is not None:
+            progress.advance(len(rows))
+    return logits
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """CrossEncoder's default activation for one label."""
+    return 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
+
+
+def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 min_confidence: float | None = None) -> int:
+    """Score every (query, passage) pair of a file (a pairs file; a group row's positives and negatives are each a
+    pair): one record per pair, {"query", "passage", "score", "logit"}, in file order, as JSONL or CSV. The score is
+    sigmoid(logit), what CrossEncoder.predict gives."""
+    tasks.no_confidence_cut(min_confidence, "rerank")
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
+    suffix = Path(output_path).suffix.lower()
+    if suffix not in (".jsonl", ".json", ".csv", ".tsv"):
+        raise BertkitError(f"output file {output_path}: use a .jsonl or .csv name")
+    reranker = load_predictor(model_dir)
+    data = read_examples(input_path, reranker.settings.columns)
+    pairs = [(row.query, text) for row in data.rows for text in [*row.positives, *row.negatives]]
+    with ExamplesProgress("scoring", len(pairs)) as progress:
+        logits = predict_logits(reranker, [q for q, _ in pairs], [p for _, p in pairs], batch_size, progress)
+    scores = sigmoid(logits)
+    with atomic_output(Path(output_path), "predictions", newline="") as handle:
+        if suffix in (".csv", ".tsv"):
+            writer = csv.writer(handle, delimiter="\t" if suffix == ".tsv" else ",")
+            writer.writerow(["query", "passage", "score", "logit"])
+            writer.writerows([q, p, round(float(s), 6), round(float(x), 6)]
+                             for (q, p), s, x in zip(pairs, scores, logits))
+        else:
+            for (query, passage), score, logit in zip(pairs, scores, logits):
+                handle.write(json.dumps({"query": query, "passage": passage, "score": round(float(score), 6),
+                                         "logit": round(float(logit), 6)}, ensure_ascii=False) + "\n")
+    return len(pairs)
+
+
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+    """Re-ranking metrics on a dev file (query, positive(s), optional negatives): each query's top-k of the run's
+    first stage (its saved first_stage and top_k) over the file's passages, before and after re-ranking."""
+    if output_path:
+        output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
+    reranker = load_predictor(model_dir)
+    settings = reranker.settings
+    data = read_examples(input_path, settings.columns, allow_no_positive=True)
+    dev = first_stage_dev(data, (), settings.first_stage, settings.top_k)
+    total = sum(map(len, dev.candidates))
+    with ExamplesProgress("re-ranking", total) as progress:
+        scores = rerank_scores(lambda q, p: predict_logits(reranker, q, p, batch_size, progress), dev)
+    metrics = compute_metrics_fn(dev)(scores)
+    if output_path:
+        write_json(Path(output_path), {"file": str(input_path), **metrics})
+    return metrics
+
+
+def say_metrics(metrics: dict) -> None:
+    """One line: NDCG@10 / MRR@10 of the first stage -> after re-ranking."""
+    say(f"re-ranking the {metrics['first_stage']} top-{metrics['top_k']} of {metrics['queries']} dev queries: "
+        + ", ".join(f"{name} {metrics[f'first_stage_{name}']:.4f} -> {metrics[name]:.4f}" for name in REPORTED))
+
+
+def warn_mined(mined, wanted: int) -> None:
+    """The warnings of mining: near-duplicates of a positive among the negatives, queries that got fewer."""
+    if mined.near_duplicates:
+        warn(f"{mined.near_duplicates} of {mined.negatives} mined negatives are near-duplicates of their query's "
+             "positive (likely unlabelled positives): check the corpus for duplicate passages")
+    if mined.short:
+        warn(f"{mined.short} queries got fewer than {wanted} mined negatives (a small corpus): they train with what "
+             "was found")
+
+
+__all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
+           "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "first_stage_dev", "embed_for_first_stage",
+           "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics", "warn_mined"]

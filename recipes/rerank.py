@@ -1,0 +1,183 @@
+"""Fine-tune a cross-encoder reranker: a (query, passage) pair in, one relevance score out (sentence-transformers).
+
+    bertkit run rerank -c rerank/en_qa
+    bertkit run rerank data.train=train.jsonl data.eval=dev.jsonl loss=lambda first_stage=runs/embed
+
+Training rows are (query, passage, label 0/1 or a score in [0, 1]) or query groups (query, positive(s),
+negative(s); FlagEmbedding's {"query", "pos": [...], "neg": [...]}), read by bertkit/tasks/retrieval_files.py. A
+file with positives only gets `negatives_per_query` negatives mined for each query from the training and dev
+passages (and data.corpus): BM25, plus the first_stage embed model when one is given. Losses: bce
+(BinaryCrossEntropyLoss, a row per pair) or a listwise loss over each query's group (lambda: LambdaLoss, listnet:
+ListNetLoss).
+
+The model is sentence-transformers' CrossEncoder (a sequence classifier with one label) whose transformer is
+bertkit's own BERT where the model is BERT (its unpadded path), transformers' class otherwise; the saved folder is
+the stock layout, loaded by `CrossEncoder(path)` and `AutoModelForSequenceClassification` with no trust_remote_code.
+Evaluation re-ranks each dev query's top eval.top_k of a first stage (BM25 over the dev passages and data.corpus,
+or `first_stage=EMBED_RUN`) and reports NDCG@10 / MRR@10 / Recall@10 before (the first stage alone) and after,
+in the console, metrics.json and the model card; during training sentence-transformers' CrossEncoderRerankingEvaluator
+scores each epoch on the same candidates and picks the best checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field
+from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
+from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, ListNetLoss
+
+from bertkit import BertkitForSequenceClassification, checkpoints, checks, families, options, tasks, training
+from bertkit.config import INLINE
+from bertkit.console import say
+from bertkit.errors import BertkitError
+from bertkit.llrd import optimizer_with_llrd
+from bertkit.precision import resolve_precision
+from bertkit.tasks import rerank as task
+from bertkit.tasks.retrieval_files import RetrievalColumns, distinct_texts, mine_negatives, read_corpus
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None
+    """Training file (csv, tsv, json, jsonl, parquet): pairs with a label, query groups, or FlagEmbedding JSONL."""
+    eval: str | None = None
+    """Dev file of queries with their positive passage(s): re-ranked each epoch, picks the best checkpoint."""
+    corpus: str | None = None
+    """More passages (a .txt line each, or a table): candidates of the dev ranking and of negative mining."""
+    columns: RetrievalColumns = field(default_factory=RetrievalColumns, metadata=INLINE)
+    max_length: checks.MaxLength = 256
+    """Tokens per (query, passage) pair, [CLS] and [SEP]s included; the longer segment is cut first."""
+
+
+@dataclass
+class EvalConfig:
+    top_k: Annotated[int, Field(ge=1, le=100)] = 20
+    """Candidates per dev query taken from the first stage and re-ranked."""
+
+
+@dataclass
+class Config:
+    model: str = options.pretrained_model()
+    run: options.RunOptions = field(default_factory=lambda: options.RunOptions(output_dir="runs/rerank"),
+                                    metadata=INLINE)
+    data: DataConfig = field(default_factory=DataConfig)
+    loss: Literal["bce", "lambda", "listnet"] = "bce"
+    """bce: BinaryCrossEntropyLoss on each pair; lambda (LambdaLoss) or listnet (ListNetLoss): each query's group."""
+    negatives_per_query: Annotated[int, Field(ge=0)] = 3
+    """Negatives mined per query when the training file has none (0: mine none)."""
+    first_stage: str = "bm25"
+    """What the dev evaluation re-ranks (and, when an embed model, what mines with BM25): bm25 or an embed run."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    train: dict = field(default_factory=lambda: options.training_defaults(learning_rate=2e-5, epochs=1,
+                                                                          batch_size=16, eval_batch_size=64))
+    """CrossEncoderTrainingArguments (transformers.TrainingArguments keys), passed through (fp16/bf16: precision)."""
+
+    def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
+        checks.check_recipe(self, has_eval=self.data.eval is not None)
+        checks.check_data_file(self.data.corpus, "data.corpus", False)
+        if self.tune.search.trials or self.tune.seeds:
+            raise BertkitError("search.trials / seeds are not available for rerank yet — remove them and train once")
+
+
+SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)
+
+
+def settings(cfg: Config) -> task.Settings:
+    """What predict / evaluate need of this run, saved in the model's config.json."""
+    return task.Settings(cfg.data.max_length, cfg.data.columns, cfg.first_stage, cfg.eval.top_k)
+
+
+def load_data(cfg: Config):
+    """Training rows (negatives mined when the file has none), the dev ranking task, and the corpus of passages."""
+    if not cfg.data.train:
+        raise BertkitError("no training data — set data.train=<file> (query, passage, label rows or query groups)")
+    train = task.read_examples(cfg.data.train, cfg.data.columns)
+    dev = task.read_examples(cfg.data.eval, cfg.data.columns, allow_no_positive=True) if cfg.data.eval else None
+    corpus = read_corpus(cfg.data.corpus) if cfg.data.corpus else []
+    if train.kind == "pairs" and not train.has_negatives and cfg.negatives_per_query:
+        passages = distinct_texts(train.rows + (dev.rows if dev else []), corpus)
+        embed = cfg.first_stage != "bm25"
+        if embed:  # the embed model ranks too (sentence-transformers' mine_hard_negatives), BM25 fills up
+            from sentence_transformers import SentenceTransformer
+
+            embed = SentenceTransformer(cfg.first_stage, device="cpu", local_files_only=True)
+        mined = mine_negatives(train.rows, passages, model=embed or None, bm25=True,
+                               num_negatives=cfg.negatives_per_query)
+        task.warn_mined(mined, cfg.negatives_per_query)
+        train.rows = mined.rows
+        say(f"mined {mined.negatives} negatives for {len(mined.rows)} queries from {len(passages)} passages "
+            f"({'BM25' if not embed else 'the first-stage model, then BM25'})")
+    rows = task.encode(train, cfg.loss)
+    rerank_dev = task.first_stage_dev(dev, corpus, cfg.first_stage, cfg.eval.top_k) if dev else None
+    say(f"{len(rows)} training {'pairs' if cfg.loss == 'bce' else 'query groups'} from {len(train.rows)} rows"
+        + (f"; {len(rerank_dev.queries)} dev queries over {len(rerank_dev.corpus)} passages" if rerank_dev else ""))
+    return rows, rerank_dev
+
+
+def build_model(cfg: Config, model_path: str) -> CrossEncoder:
+    """sentence-transformers' CrossEncoder with one label, its transformer replaced by bertkit's own BERT where the
+    model is BERT (the same parameter names: the saved folder stays stock BertForSequenceClassification)."""
+    config = checkpoints.task_config(model_path, num_labels=1)
+    training.check_positions(cfg.data.max_length, config)
+    model = CrossEncoder(model_path, num_labels=1, max_length=cfg.data.max_length, device="cpu")
+    if families.family_of(config).implementation == "bertkit":
+        model[0].model = checkpoints.load_pretrained(BertkitForSequenceClassification, model_path, config=config)
+    return model
+
+
+def loss_for(cfg: Config, model: CrossEncoder):
+    return {"bce": BinaryCrossEntropyLoss, "lambda": LambdaLoss, "listnet": ListNetLoss}[cfg.loss](model)
+
+
+def final_metrics(model: CrossEncoder, dev: task.RerankDev, batch_size: int) -> dict:
+    """NDCG@10 / MRR@10 / Recall@10 of the first stage and after re-ranking by the final model (retrieval_files'
+    measures, the same ones `bertkit evaluate` reports)."""
+    def score(queries, passages):
+        return model.predict(list(zip(queries, passages)), batch_size=batch_size, show_progress_bar=False)
+    return task.compute_metrics_fn(dev)(task.rerank_scores(score, dev))
+
+
+def main(cfg: Config) -> dict:
+    run = training.start_run(cfg, "rerank")  # seed; hold output_dir (an old run is refused unless overwrite=true)
+    model_path = checkpoints.resolve_model(cfg.model)
+    train, dev = load_data(cfg)
+    model = build_model(cfg, model_path)
+    evaluator = CrossEncoderRerankingEvaluator(dev.samples(), at_k=10, always_rerank_positives=False, name="dev",
+                                               batch_size=cfg.train.get("per_device_eval_batch_size", 64),
+                                               write_csv=False) if dev else None
+
+    flags, message = resolve_precision(cfg.run.precision)
+    say(message)
+    arguments = training.trainer_kwargs(cfg.train, cfg.run.output_dir, cfg.run.seed, dev is not None, SELECTION)
+    try:
+        args = CrossEncoderTrainingArguments(**arguments, **flags, disable_tqdm=True)
+    except (ValueError, TypeError) as error:
+        raise training.arguments_refused(error) from None
+    trainer = CrossEncoderTrainer(
+        model=model, args=args, train_dataset=train, loss=loss_for(cfg, model), evaluator=evaluator,
+        optimizers=(optimizer_with_llrd(model[0].model, args, cfg.tune.llrd, cfg.tune.head_lr), None),
+        callbacks=training.early_stopping(cfg, dev is not None))
+    trainer.add_callback(training.LossGuard(trainer))  # a NaN / exploding loss stops the run in one line
+    with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+
+    metrics = final_metrics(trainer.model, dev, args.per_device_eval_batch_size) if dev else {}
+    if metrics:
+        task.say_metrics(metrics)
+    setattr(trainer.model[0].model.config, tasks.SETTINGS_KEY, tasks.settings_dict(settings(cfg)))
+    results = run.results(metrics, train_result, selection_metric="ndcg@10", loss=cfg.loss)
+    with run.saving(trainer):  # the completion record removed first, written last (rank 0)
+        trainer.save_model(str(run.output_dir))  # CrossEncoder.save_pretrained: the stock layout
+        run.save_files(trainer, results, "ndcg@10")  # metrics.json, curve, resolved config, model card
+    rows = {f"{name} (first stage -> reranked)": f"{metrics[f'first_stage_{name}']:.4f} -> {metrics[name]:.4f}"
+            for name in task.REPORTED} if metrics else {}
+    training.report(cfg, "rerank", f"rerank: {cfg.loss} loss, dev re-ranking of the {cfg.first_stage} top-"
+                    f"{cfg.eval.top_k}", {**rows, "wall time (s)": results["wall_time_s"]}, run.output_dir)
+    return results
+
+
+__all__ = ["Config", "DataConfig", "EvalConfig", "main"]

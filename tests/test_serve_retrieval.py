@@ -1,0 +1,91 @@
+"""`bertkit serve` of retrieval models through a real uvicorn server: TEI's POST /embed on a sentence-transformers
+embedding folder (the real all-MiniLM-L6-v2) equals `SentenceTransformer(path).encode`, POST /rerank on a CrossEncoder
+folder equals `CrossEncoder(path).predict` sorted best first, and each model refuses the other routes naming its
+own. The server helper is test_serve.py's."""
+
+import httpx
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from test_serve import running  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TEXTS = ["How do glaciers move?", "A glacier flows downhill under its own weight, slowly deforming.",
+         "The cat sat on the mat.", "x"]
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_dir(tmp_path_factory, tiny_model_dir):
+    """A stock CrossEncoder folder (one label, random head) saved by sentence-transformers from the tiny BERT."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("cross-encoder")
+    CrossEncoder(tiny_model_dir, num_labels=1, max_length=64).save_pretrained(str(path))
+    return str(path)
+
+
+def test_embed_equals_sentence_transformers_encode(minilm_dir):
+    from sentence_transformers import SentenceTransformer
+
+    expected = SentenceTransformer(minilm_dir, device="cpu").encode(TEXTS)
+    with running(minilm_dir) as (url, _):
+        response = httpx.post(f"{url}/embed", json={"inputs": TEXTS}, timeout=60)
+        assert response.status_code == 200, response.text
+        vectors = np.asarray(response.json(), dtype=np.float32)
+        assert vectors.shape == (len(TEXTS), 384)
+        assert np.abs(vectors - expected).max() < 1e-4
+        one = httpx.post(f"{url}/embed", json={"inputs": TEXTS[0], "normalize": False}, timeout=60).json()
+        assert len(one) == 1 and np.abs(np.asarray(one[0]) - expected[0]).max() < 1e-4  # TEI: always a list
+        info = httpx.get(f"{url}/info").json()
+        assert info["task"] == "embed" and info["endpoints"] == ["/embed"] and info["dimension"] == 384
+        wrong = httpx.post(f"{url}/predict", json={"inputs": "a text"}, timeout=30)
+        assert wrong.status_code == 400 and "POST /embed" in wrong.json()["error"]
+        for body, words in (({"inputs": ["fine", ""]}, "inputs[1] is empty"),
+                            ({"inputs": "a", "prompt_name": "nope"}, "prompt_name 'nope'"),
+                            ({"inputs": "a", "pooling": "cls"}, "pooling")):
+            refused = httpx.post(f"{url}/embed", json=body, timeout=30)
+            assert refused.status_code == 422 and words in refused.json()["error"], refused.text
+
+
+def test_rerank_equals_cross_encoder_predict_best_first(cross_encoder_dir):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    query, texts = TEXTS[0], TEXTS[1:]
+    expected = CrossEncoder(cross_encoder_dir, device="cpu").predict([[query, t] for t in texts])
+    logits = CrossEncoder(cross_encoder_dir, device="cpu").predict([[query, t] for t in texts], activation_fn=torch.nn.Identity())
+    with running(cross_encoder_dir) as (url, _):
+        response = httpx.post(f"{url}/rerank", json={"query": query, "texts": texts, "return_text": True}, timeout=60)
+        assert response.status_code == 200, response.text
+        ranked = response.json()
+        assert [r["index"] for r in ranked] == list(np.argsort(-expected, kind="stable"))
+        assert all(abs(r["score"] - expected[r["index"]]) < 1e-5 and r["text"] == texts[r["index"]] for r in ranked)
+        raw = httpx.post(f"{url}/rerank", json={"query": query, "texts": texts, "raw_scores": True}, timeout=60).json()
+        assert all(abs(r["score"] - logits[r["index"]]) < 1e-4 and "text" not in r for r in raw)
+        assert httpx.get(f"{url}/info").json()["endpoints"] == ["/rerank"]
+        wrong = httpx.post(f"{url}/embed", json={"inputs": "a text"}, timeout=30)
+        assert wrong.status_code == 400 and "POST /rerank" in wrong.json()["error"]
+        for body, words in (({"query": " ", "texts": ["a"]}, "query is empty"),
+                            ({"query": "q", "texts": []}, "texts must be a non-empty list"),
+                            ({"query": "q", "texts": ["a", ""]}, "texts[1] is empty"),
+                            ({"query": "q"}, "texts")):
+            refused = httpx.post(f"{url}/rerank", json=body, timeout=30)
+            assert refused.status_code == 422 and words in refused.json()["error"], refused.text
+
+
+def test_a_classifier_refuses_embed_and_rerank_naming_predict(tmp_path, minilm_dir):
+    import transformers
+    from helpers import tiny_stock_head
+
+    classify = tiny_stock_head(transformers.BertForSequenceClassification, tmp_path / "classify", minilm_dir,
+                               id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1})
+    with running(classify) as (url, _):
+        for route, body in (("/embed", {"inputs": "a"}), ("/rerank", {"query": "q", "texts": ["a"]})):
+            refused = httpx.post(f"{url}{route}", json=body, timeout=30)
+            assert refused.status_code == 400 and "POST /predict" in refused.json()["error"]
