@@ -345,6 +345,47 @@ def check_training_data(data: RetrievalData, loss: str, batch_size: int) -> None
                            f"the other rows of a batch, and a batch of 1 has none — use at least 2 (16-256 typical)")
 
 
+def mine_file(input_path: str, output_path: str, model_name: str | None = None, corpus: str | None = None,
+              bm25: bool = False, num_negatives: int = 3, range_min: int = 0, range_max: int | None = None,
+              margin: float | None = 0.05, batch_size: int = 64) -> int:
+    """`bertkit mine`: hard negatives for every query of a pairs file (retrieval_files.mine_negatives) written as
+    FlagEmbedding JSONL; the model's own query / passage prefixes are used for its ranking. Returns the queries
+    written."""
+    from ..checkpoints import resolve_model
+    from .retrieval_files import mine_negatives, write_flag_jsonl
+
+    if model_name is None and not bm25:
+        raise BertkitError("nothing to rank the corpus with — give --model (an embedding model) and/or --bm25")
+    if num_negatives < 1:
+        raise BertkitError(f"--num-negatives {num_negatives}: give at least 1")
+    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
+        raise BertkitError(f"output file {output_path}: use a .jsonl name")
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], what="the training file")
+    data = read_examples(input_path)
+    if data.kind == "scored":
+        raise BertkitError(f"{input_path} holds scored pairs (column '{data.columns.score}'): mining needs (query, "
+                           f"positive) pairs — give a pairs file")
+    passages = read_corpus(corpus) if corpus else []
+    model = None
+    if model_name is not None:
+        path = resolve_model(model_name)
+        if (Path(path) / "modules.json").is_file():
+            model = load_predictor(path).model
+        else:
+            warn(f"{model_name} has no sentence-transformers pooling information (no modules.json): mean pooling "
+                 f"assumed")
+            model = build_model(path, "mean", True, None)
+    prompts = (model.prompts or {}) if model is not None else {}
+    mined = mine_negatives(data.rows, passages, model, bm25, num_negatives, range_min, range_max,
+                           margin if model is not None else None, prompts.get(QUERY), prompts.get(DOCUMENT),
+                           batch_size=batch_size)
+    say(f"mined {mined.negatives} negatives for {len(mined.rows)} queries"
+        f"{f' ({mined.short} got fewer than {num_negatives})' if mined.short else ''}")
+    warn_near_duplicates(mined.near_duplicates, mined.negatives)
+    with atomic_output(output_path, "the training file") as handle:
+        return write_flag_jsonl(mined.rows, handle)
+
+
 def warn_near_duplicates(near: int, total: int) -> None:
     """The mined-negatives warning: how many are near-duplicates of their positive (likely unlabelled positives)."""
     if total and near / total >= 0.5:
@@ -357,4 +398,4 @@ def warn_near_duplicates(near: int, total: int) -> None:
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
            "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "read_texts", "predict_top_k",
-           "check_training_data", "warn_near_duplicates"]
+           "check_training_data", "mine_file", "warn_near_duplicates"]
