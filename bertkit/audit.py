@@ -45,11 +45,11 @@ import datasets
 import numpy as np
 from pydantic import Field
 
-from .config import build_config, parse_override
+from .config import build_config, config_to_dict, parse_override
 from .console import say, summaries_hidden
 from .datafiles import clip, column_values, json_lines, listing, read_table, read_text, row_location
 from .errors import BertkitError
-from .rundir import write_json
+from .rundir import check_output_path, config_paths, write_json
 
 RECIPES = ("classify", "ner")
 ISSUES_FILE, SUMMARY_FILE, FOLDS_DIR = "label_issues.csv", "summary.json", "folds"
@@ -503,11 +503,10 @@ def audit_directory(cfg, options: AuditOptions) -> Path:
     out = Path(options.output or Path(cfg.run.output_dir) / "audit").expanduser()
     if out.exists() and not out.is_dir():
         raise BertkitError(f"audit.output {out} is a file, not a folder — choose another audit.output=...")
-    for key in ("train", "eval"):
-        value = getattr(cfg.data, key)
-        if value and Path(value).exists() and out.resolve() in Path(value).resolve().parents:
-            raise BertkitError(f"data.{key}={value} lies in the audit directory {out}, which the audit writes — "
-                               f"choose another audit.output=..., or move the file out first")
+    # the model and data files it reads (with overwrite=true, model=<audit>/folds/fold-1/model would be deleted),
+    # and the folders a run writes in: the rule every writing command follows
+    check_output_path(out, inputs=[path for _, path in config_paths(config_to_dict(cfg))], flag="audit.output",
+                      what="the audit")
     entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if entries and not cfg.run.overwrite:
         raise BertkitError(f"audit.output {out} already holds {listing(entries, 4)} — choose another "

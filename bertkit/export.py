@@ -177,15 +177,14 @@ def default_output(run_dir: str) -> str:
     return str(Path(run_dir).resolve().with_name(Path(run_dir).resolve().name + "-onnx"))
 
 
-def prepare_output(out: Path, run_dir: str) -> None:
-    """Never inside a run directory (the one exported included: rundir.py), never over files."""
-    check_output_path(out, model_dirs=[run_dir], what="the export")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise BertkitError(f"{out} already exists and is not empty — choose another -o/--output, or remove it")
+def prepare_output(out: Path, run_dir: str, force: bool = False) -> None:
+    """Never inside a run directory (the one exported included), never over a file, a folder of other things or
+    what the run was made from; over an earlier export only with `force` (rundir.check_output_path)."""
+    check_output_path(out, model_dirs=[run_dir], what="the export", force=force)
 
 
 def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quantize: str | None = None,
-               evaluate: bool = True) -> dict:
+               evaluate: bool = True, force: bool = False) -> dict:
     """Export a run directory; returns (and writes to onnx_export.json) what was exported and how it measured."""
     if fmt != "onnx":
         raise BertkitError(f"--format {fmt}: the only export format is onnx")
@@ -193,12 +192,12 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
         raise BertkitError(f"--quantize {quantize}: the only quantization is int8")
     require_onnx()
     out = Path(output or default_output(run_dir))
-    prepare_output(out, run_dir)
+    prepare_output(out, run_dir, force)
     model, head = load_for_export(run_dir)
     say(f"exporting {run_dir} ({type(model).__name__}) to {out / ONNX_FILE}")
     # built under a temporary name beside `out`, renamed when complete: a failure (a full disk) leaves nothing
     # that looks like an export, nor anything that blocks the retry
-    with atomic_folder(out, "the ONNX export") as building:
+    with atomic_folder(out, "the ONNX export", replace=force) as building:
         export_onnx(model, head, building / ONNX_FILE)
         files = {"fp32": ONNX_FILE}
         summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": head.recipe,

@@ -23,6 +23,7 @@ they appear when the run ends (`write_report`)."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import json
 import logging
@@ -957,29 +958,58 @@ def audit_section(view: RunView) -> str:
 # ------------------------------------------------------------------------------------------------ evaluations
 
 
+def evaluation_record_path(run_dir: Path, input_file: str) -> Path:
+    """RUN/evaluations/<file name>-<8 hex digits of its absolute path>.json: two files of one name (x/dev.csv and
+    y/dev.csv) never share a record, and the same file evaluated again (from any folder) finds its own."""
+    where = _evaluated_file(input_file)
+    key = hashlib.sha256(where.encode("utf-8")).hexdigest()[:8]
+    return run_dir / rundir.EVALUATIONS_DIR / f"{Path(where).name}-{key}.json"
+
+
+def _evaluated_file(input_file: str) -> str:
+    """The file as one string whatever the spelling (absolute, symlinks resolved); a name that is no local file (a
+    Hub dataset) as given."""
+    path = Path(input_file).expanduser()
+    return str(path.resolve()) if path.exists() else str(input_file)
+
+
 def record_evaluation(model_dir: str | Path, input_file: str, metrics: dict) -> Path | None:
-    """`bertkit evaluate` on a finished run: its metrics saved as RUN/evaluations/<file name>.json (the same file
-    name evaluated again replaces it) and report.html rebuilt with them as a section of their own. Any other model
-    directory (an export, a stock checkpoint) is left as it is; a run that cannot be written is one warning."""
+    """`bertkit evaluate` on a finished run: its metrics saved in RUN/evaluations/ (evaluation_record_path) and
+    report.html rebuilt with them as a section of their own. The same file evaluated again replaces its earlier
+    record, and says so; another file never does. Any other model directory (an export, a stock checkpoint) is left
+    as it is; a run that cannot be written is one warning."""
+    from .console import say
+
     run_dir = Path(model_dir)
     if not (run_dir / rundir.RECORD_FILE).is_file() or not (run_dir / rundir.RUN_CONFIG_FILE).is_file():
         return None
-    path = run_dir / rundir.EVALUATIONS_DIR / f"{Path(input_file).name}.json"
+    path, where = evaluation_record_path(run_dir, input_file), _evaluated_file(input_file)
+    # records of this same file: this name, or (written before records were keyed by path) <file name>.json
+    earlier = [(old, _json(old, {})) for old in sorted(path.parent.glob("*.json")) if old.is_file()]
+    earlier = [(old, entry) for old, entry in earlier if old == path or entry.get("file") == where]
     try:
         path.parent.mkdir(exist_ok=True)
-        rundir.write_json_atomic(path, {"file": str(Path(input_file).resolve()), "evaluated":
+        rundir.write_json_atomic(path, {"file": where, "given": str(input_file), "evaluated":
                                         datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                                         "metrics": metrics})
+        for old, _ in earlier:
+            if old != path:
+                old.unlink()
     except OSError as error:
         from .console import warn
 
         warn(f"the evaluation is not added to {run_dir / REPORT_FILE} ({_one_line(error)})")
         return None
+    if earlier:
+        when = earlier[0][1].get("evaluated") or "earlier"
+        say(f"replaced the earlier evaluation of {input_file} in {run_dir / rundir.EVALUATIONS_DIR} (from {when})")
     return write_report_quietly(run_dir)
 
 
 def evaluations_section(view: RunView) -> str:
-    """What `bertkit evaluate` measured on other files (a test split), one row per file; nothing when none."""
+    """What `bertkit evaluate` measured on other files (a test split), one row per file; nothing when none. A file
+    is shown as the user gave it, or by its full path where two given names are alike (x/dev.csv, y/dev.csv run
+    from different folders)."""
     folder = view.path / rundir.EVALUATIONS_DIR
     saved = [_json(path, {}) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
     saved = [entry for entry in saved if isinstance(entry.get("metrics"), dict)]
@@ -987,8 +1017,10 @@ def evaluations_section(view: RunView) -> str:
         return ""
     keys = [key for key in ("accuracy", "macro_f1", "micro_f1", "f1", "precision", "recall", "exact_match", "mse",
                             "pearson", "perplexity", "ece") if any(key in entry["metrics"] for entry in saved)]
-    rows = [[entry.get("file", "?"), entry.get("evaluated", ""), *[entry["metrics"].get(key, "-") for key in keys]]
-            for entry in saved]
+    given = [str(entry.get("given") or entry.get("file", "?")) for entry in saved]
+    shown = [name if given.count(name) == 1 else str(entry.get("file", name)) for name, entry in zip(given, saved)]
+    rows = [[name, entry.get("evaluated", ""), *[entry["metrics"].get(key, "-") for key in keys]]
+            for name, entry in zip(shown, saved)]
     dev = [["dev (the run's own)", "", *[view.eval.get(key, "-") for key in keys]]] if view.eval else []
     return section("Evaluations on other files", "<p>from <code>bertkit evaluate</code>, beside the dev metrics</p>"
                    + table(["file", "evaluated", *keys], dev + rows))
@@ -1236,9 +1268,10 @@ def _shown(value) -> str:
     return str(value)
 
 
-def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE) -> Path:
-    """The comparison page of `run_dirs` at `output`, which may not be a file of any run directory."""
-    target = rundir.check_output_path(output, model_dirs=list(run_dirs), what="the comparison")
+def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE, force: bool = False) -> Path:
+    """The comparison page of `run_dirs` at `output`: never a file of any run directory nor a file the runs were
+    made from; an existing file that is not a bertkit page only with `force` (rundir.check_output_path)."""
+    target = rundir.check_output_path(output, model_dirs=list(run_dirs), what="the comparison", force=force)
     rundir.write_text_atomic(target, compare(run_dirs), "the comparison")
     return Path(output)
 

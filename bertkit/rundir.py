@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import copy
 import datetime
 import errno
@@ -828,6 +829,11 @@ def run_directory_of(path: str | Path) -> Path | None:
     return None
 
 
+def _option(flag: str) -> str:
+    """How the user gives `flag` a value: `-o X`, or a config key's `audit.output=X`."""
+    return f"{flag}=" if "." in flag and not flag.startswith("-") else f"{flag} "
+
+
 def _suggest(output: str, inputs, model_dirs, what: str) -> str:
     """A sensible other name: beside the input for an input (data.predictions.jsonl), beside the run directory for
     a run directory (runs/classify.predictions.jsonl)."""
@@ -839,21 +845,50 @@ def _suggest(output: str, inputs, model_dirs, what: str) -> str:
     base = Path(inputs[0]) if inputs else Path(model_dirs[0]) if model_dirs else Path(output)
     if what == "the export":  # a folder beside the run, as the default
         return str(base.with_name(f"{base.name}-onnx"))
+    if what == "the comparison":
+        return str(base.with_name(f"{base.stem if inputs else base.name}-compare.html"))
+    if what == "the audit":
+        return str(base.with_name(f"{base.stem if inputs else base.name}-audit"))
+    if what == "the copy":  # the same name, beside the run directory
+        return str(base.with_name(Path(output).name))
     return str(base.with_name(f"{base.stem if inputs else base.name}.{kind}{suffix}"))
 
 
+_FORCE = contextvars.ContextVar("bertkit_force_replace", default=False)
+
+
+@contextlib.contextmanager
+def replacing_allowed(force: bool) -> Iterator[None]:
+    """A command's --force for every check_output_path under it: the CLI says it once around predict / evaluate,
+    and each task's predict_file / evaluate_file (a new task's too) honours it without a parameter of its own."""
+    token = _FORCE.set(bool(force))
+    try:
+        yield
+    finally:
+        _FORCE.reset(token)
+
+
 def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = (), flag: str = "-o",
-                      what: str = "predictions") -> Path:
-    """Refuse, in one line that says what to do, an output that would replace one of the command's `inputs`,
-    change the model it reads (`model_dirs`) or any bertkit run directory, or that is a folder. Returns the path
-    to write: the symlink's target when `output` is a symlink, so that the link stays a link."""
+                      what: str = "predictions", force: bool = False) -> Path:
+    """Refuse, in one line that says what to do, an output that would replace one of the command's `inputs`, a data
+    file or model recorded by a run it reads (`model_dirs`: its bertkit_config.yaml, the files `bertkit evaluate`
+    measured on it), change the model it reads or any bertkit run directory, or that is a folder; these stay
+    refused with `force`. An existing file of another kind than `what` (OUTPUT_KINDS) is replaced only with `force`.
+    Returns the path to write: the symlink's target when `output` is a symlink, so that the link stays a link."""
     inputs, model_dirs = [str(p) for p in inputs if p], [str(p) for p in model_dirs if p]
+    target = _resolved(output)
+    # an export or an audit is a folder that may exist (empty): only the folders above it matter, and what it holds
+    folder_output = what in FOLDER_OUTPUTS
     for given in inputs:
         if _same(output, given):
-            raise BertkitError(f"{flag} {output} is the input file — {what} would replace it; choose another output "
-                               f"(e.g. {flag} {_suggest(str(output), [given], [], what)})")
-    target = _resolved(output)
-    folder_output = what == "the export"  # a folder that may exist (empty): only the folders above it matter
+            kind = "folder" if _resolved(given).is_dir() else "file"
+            raise BertkitError(f"{flag} {output} is the input {kind} — {what} would replace it; choose another output "
+                               f"(e.g. {_option(flag)}{_suggest(str(output), [given], [], what)})")
+        if folder_output and target in _resolved(given).parents:
+            raise BertkitError(f"{flag} {output} holds {given}, which this command reads — {what} would write among "
+                               f"it; choose another {flag} (e.g. {_option(flag)}"
+                               f"{_suggest(str(output), [given], [], what)}), or move the file out first")
+    _check_recorded_inputs(output, target, inputs, model_dirs, flag, what, folder_output)
     for model_dir in model_dirs:
         folder = _resolved(model_dir)
         if (target == folder or folder in target.parents) and (folder_output or _belongs_to_model(folder, target)):
@@ -861,23 +896,169 @@ def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = 
             where, rename = ("inside", "") if folder_output else ("a file of", "a new name or ")
             raise BertkitError(f"{flag} {output} is {where} the {kind} directory {model_dir} that this command reads "
                                f"— writing it would change the {kind}; choose {rename}an output outside it (e.g. "
-                               f"{flag} {_suggest(str(output), [], [model_dir], what)})")
-    run_dir = run_directory_of(target.parent) or (run_directory_of(target) if target.is_dir() and not folder_output
+                               f"{_option(flag)}{_suggest(str(output), [], [model_dir], what)})")
+    # an audit may go inside a run directory (its default is <output_dir>/audit), but not where the run writes
+    anywhere_inside = what == "the export"
+    run_dir = run_directory_of(target.parent) or (run_directory_of(target) if target.is_dir() and not anywhere_inside
                                                   else None)
-    if run_dir is not None and (folder_output or _belongs_to_model(run_dir, target)):
+    if run_dir is not None and (anywhere_inside or _belongs_to_model(run_dir, target)):
         shown = next((m for m in model_dirs if _resolved(m) == run_dir), None) or _shown_like(output, run_dir)
         where = "inside" if folder_output else "a file of"
         raise BertkitError(f"{flag} {output} is {where} the run directory {shown} — writing it would change the "
-                           f"run; choose {'' if folder_output else 'a new name or '}an output outside it (e.g. {flag} "
-                           f"{_suggest(str(output), [], [shown], what)})")
+                           f"run; choose {'' if folder_output else 'a new name or '}an output outside it (e.g. "
+                           f"{_option(flag)}{_suggest(str(output), [], [shown], what)})")
     if target.is_dir() and not folder_output:
-        raise BertkitError(f"{flag} {output} is a folder — give a file name (e.g. {flag} "
+        raise BertkitError(f"{flag} {output} is a folder — give a file name (e.g. {_option(flag)}"
                            f"{Path(output) / ('metrics.json' if what == 'metrics' else 'predictions.jsonl')})")
     for folder in reversed([target.parent, *target.parent.parents]):
         if folder.exists() and not folder.is_dir():
             raise BertkitError(f"{flag} {output}: {folder} is a file, not a folder — choose another output")
+    _check_kind(output, target, flag, what, force or _FORCE.get())
     # a symlink is written through (its target replaced), as open("w") did: os.replace would replace the link
     return target if Path(output).expanduser().is_symlink() else Path(output).expanduser()
+
+
+# ----------------------------------------------------------------- what the runs a command reads were made from
+
+
+def recorded_inputs(run_dir: str | Path) -> list[tuple[str, Path]]:
+    """(what, path) of every existing file or folder a run (or its export) recorded as made from or measured on:
+    the model, teacher and data files of its bertkit_config.yaml, and the files `bertkit evaluate` measured on it
+    (evaluations/). Relative paths are read from here, as rerunning the config would read them."""
+    run_dir = Path(run_dir).expanduser()
+    try:
+        found = [(f"{key}={path}", path) for key, path in config_paths(read_run_config(str(run_dir)))]
+    except (OSError, ValueError, yaml.YAMLError):  # a damaged config: whoever loads the run says so
+        found = []
+    folder = run_dir / EVALUATIONS_DIR
+    for record in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        evaluated = (_read_json(record) or {}).get("file")
+        if isinstance(evaluated, str) and _exists(evaluated):
+            found.append((f"a file evaluated on it ({evaluated})", Path(evaluated)))
+    return found
+
+
+def _recorded_digests(run_dir: str | Path) -> list[tuple[str, dict]]:
+    """(key, {size, sha256}) of the data files a run's fingerprint hashed when it began: they identify a data file
+    that was moved, or that the config names relative to another folder."""
+    saved = _read_json(Path(run_dir).expanduser() / FINGERPRINT_FILE) or {}
+    data = saved.get("data") if isinstance(saved.get("data"), dict) else {}
+    return [(key, digest) for key, digest in data.items() if isinstance(digest, dict) and "sha256" in digest]
+
+
+def _check_recorded_inputs(output, target: Path, inputs: list[str], model_dirs: list[str], flag: str,
+                           what: str, folder_output: bool) -> None:
+    """The data (and models) a run that the command reads was trained from or evaluated on are the user's labelled
+    files: never replaced, whatever the spelling, and not with --force either."""
+    for model_dir in model_dirs:
+        for recorded, path in recorded_inputs(model_dir):
+            source = _resolved(path)
+            inside = source.is_dir() and (target == source or source in target.parents)
+            if _same(output, path) or (inside and (folder_output or _belongs_to_model(source, target))):
+                shown = "is" if _same(output, path) else "is inside"
+                raise BertkitError(f"{flag} {output} {shown} {recorded} of the run {model_dir} — {what} would "
+                                   f"replace what the run was made from, and --force cannot make that safe; choose "
+                                   f"another output (e.g. {_option(flag)}"
+                                   f"{_suggest(str(output), inputs, [model_dir], what)})")
+        if target.is_file():
+            for key, digest in _recorded_digests(model_dir):
+                if target.stat().st_size == digest.get("size") and file_digest(target)["sha256"] == digest["sha256"]:
+                    raise BertkitError(f"{flag} {output} holds the same content as {key} of the run {model_dir} (the "
+                                       f"file it was trained on, by its sha256) — {what} would replace it, and "
+                                       f"--force cannot make that safe; choose another output (e.g. {_option(flag)}"
+                                       f"{_suggest(str(output), inputs, [model_dir], what)})")
+
+
+# --------------------------------------------------------------------------- an existing file of another kind
+
+
+FOLDER_OUTPUTS = ("the export", "the audit")  # the outputs that are folders; the rest are files
+# What each writing command writes (check_output_path's `what`), in words. An existing file is an earlier output of
+# the same kind — which a rerun replaces, as it should — when its content is recognisably that (a name says little:
+# train.csv and predictions.csv are both CSV); any other file (labelled data, a page, notes) is replaced only with
+# --force.
+# A training file (`bertkit mine`) is never recognised: an earlier mined file and a hand-labelled one look alike.
+OUTPUT_KINDS = {"predictions": "predictions", "metrics": "metrics as JSON", "the comparison": "an HTML page",
+                "vectors": "vectors", "the training file": "a training file"}
+# what predict's records hold (classify, ner's scored spans, mlm, qa, choice, rerank; embed's rankings and vectors)
+PREDICTION_KEYS = {"score", "probabilities", "masks", "null_score", "abstained", "results", "embedding"}
+PREDICTION_HEADERS = (["text", "label", "score"], ["query", "passage", "score", "logit"])  # classify's, rerank's CSV
+SNIFFED_LINES = 20
+
+
+def _head_lines(path: Path, count: int = SNIFFED_LINES) -> list[str] | None:
+    """The first `count` non-blank lines of a text file (None if it is not UTF-8 text)."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            lines = []
+            for line in handle:
+                if line.strip():
+                    lines.append(line.rstrip("\r\n"))
+                if len(lines) >= count:
+                    break
+            return lines
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _is_prediction_record(record) -> bool:
+    if not isinstance(record, dict):
+        return False
+    entities = record.get("entities")
+    return bool(PREDICTION_KEYS & record.keys()) or (
+        isinstance(entities, list) and set(record) <= {"text", "entities"}
+        and all(isinstance(e, dict) and "score" in e for e in entities))  # ner: scored spans, not gold ones
+
+
+def _looks_like(path: Path, what: str) -> bool:
+    """Whether the existing file `path` is an earlier output of the kind `what` (an empty file counts)."""
+    if path.stat().st_size == 0:
+        return True
+    if what == "vectors" and path.suffix.lower() == ".npy":
+        with open(path, "rb") as handle:
+            return handle.read(6) == b"\x93NUMPY"
+    lines = _head_lines(path)
+    if not lines or what == "the training file":
+        return False
+    if what == "the comparison":  # report's pages are titled "bertkit ..."
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            return "<title>bertkit" in path.read_text(encoding="utf-8")[:4096]
+        return False
+    if what == "metrics":
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return isinstance(data, dict) and bool({"file", "examples", "sentences"} & data.keys())  # evaluate -o
+        return False
+    if path.suffix.lower() in (".csv", ".tsv"):
+        header = [cell.strip().strip('"') for cell in lines[0].split("\t" if path.suffix.lower() == ".tsv" else ",")]
+        return any(header[:len(known)] == known for known in PREDICTION_HEADERS)  # labelled data has no score
+    try:
+        return all(_is_prediction_record(json.loads(line)) for line in lines)
+    except ValueError:
+        return False
+
+
+def describe_file(path: Path) -> str:
+    """An existing file in a few words, for a message: its first line when it is text, else its size."""
+    lines = _head_lines(path, 1)
+    size = path.stat().st_size
+    if lines:
+        first = lines[0] if len(lines[0]) <= 60 else lines[0][:57] + "..."
+        return f"a {size:,}-byte file whose first line is {first!r}"
+    return f"a {size:,}-byte file" if size else "an empty file"
+
+
+def _check_kind(output, target: Path, flag: str, what: str, force: bool) -> None:
+    """An existing file that is not an earlier output of this command's kind is said, not replaced — unless
+    `force`, as `bertkit cp` does."""
+    if what == "the export":
+        _check_export_folder(output, target, flag, force)
+    if what not in OUTPUT_KINDS or force or not target.is_file() or _looks_like(target, what):
+        return
+    writes = OUTPUT_KINDS[what]
+    raise BertkitError(f"{flag} {output} already exists and is not {writes} ({describe_file(target)}) — it would be "
+                       f"replaced by {writes}; choose another name (e.g. {_option(flag)}"
+                       f"{_suggest(str(output), [str(output)], [], what)}), or add --force to replace it")
 
 
 def _belongs_to_model(folder: Path, target: Path) -> bool:
@@ -905,6 +1086,26 @@ def _shown_like(output: str | Path, run_dir: Path) -> str:
             if folder.resolve() == run_dir:
                 return str(folder)
     return str(run_dir)
+
+
+def is_export(folder: Path) -> bool:
+    """A folder `bertkit export` wrote (its completion record says so)."""
+    return (_read_json(folder / RECORD_FILE) or {}).get("recipe") == "export"
+
+
+def _check_export_folder(output, target: Path, flag: str, force: bool) -> None:
+    """An export is a folder: never over a file, never into a folder of other things; an earlier export is
+    replaced with `force` (whole, once the new one is complete: atomic_folder)."""
+    if target.is_file():
+        raise BertkitError(f"{flag} {output} already exists and is a file ({describe_file(target)}) — an export is a "
+                           f"folder; choose another {flag}")
+    if not target.is_dir() or not any(target.iterdir()) or (force and is_export(target)):
+        return
+    if is_export(target):
+        raise BertkitError(f"{flag} {output} holds an earlier export — add --force to replace it, or choose another "
+                           f"{flag}")
+    raise BertkitError(f"{output} already exists and is not empty (and is not an export: --force does not replace "
+                       f"it) — choose another {flag}/--output, or remove it")
 
 
 # ------------------------------------------------------------------------------------------------ a run's inputs
@@ -1039,21 +1240,28 @@ def write_text_atomic(path: str | Path, text: str, what: str = "the output") -> 
 
 
 @contextlib.contextmanager
-def atomic_folder(path: str | Path, what: str = "the output") -> Iterator[Path]:
+def atomic_folder(path: str | Path, what: str = "the output", replace: bool = False) -> Iterator[Path]:
     """Build a folder under a temporary name beside `path`; renamed to `path` once the block ends without an error
-    (over an empty folder of that name), removed on any failure: a retry finds nothing in its way."""
+    (over an empty folder of that name; with `replace`, over a full one, which goes only then), removed on any
+    failure: a retry finds nothing in its way, and a replaced folder stays as it was until the new one is whole."""
     path = Path(path)
     created = _make_parents(path.parent)
     temp = _temp_name(path)
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir()
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
     try:
         yield temp
-        if path.is_dir():
+        if path.is_dir() and replace and any(path.iterdir()):
+            os.replace(path, old)  # the caller checked it is its own earlier output (an export)
+        elif path.is_dir():
             path.rmdir()  # empty (the caller checked); os.replace onto it would do the same on POSIX only
         os.replace(temp, path)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException as error:
         shutil.rmtree(temp, ignore_errors=True)
+        if old.is_dir() and not path.exists():  # the rename failed: the earlier folder goes back
+            os.replace(old, path)
         _remove_created(created)
         if isinstance(error, OSError) or is_disk_full(error):  # torch / onnx say a full disk as RuntimeError too
             as_os_error = error if isinstance(error, OSError) else OSError(errno.ENOSPC, str(error))
@@ -1085,5 +1293,6 @@ __all__ = [
     "is_disk_full", "disk_full_guard",
     # what a command may write where
     "check_output_path", "check_run_inputs", "check_output_dir_is_a_folder", "config_paths", "run_directory_of",
-    "atomic_output", "atomic_folder", "write_text_atomic", "RUN_MARKERS",
+    "atomic_output", "atomic_folder", "write_text_atomic", "RUN_MARKERS", "recorded_inputs", "OUTPUT_KINDS",
+    "describe_file", "is_export", "replacing_allowed",
 ]

@@ -310,13 +310,14 @@ def test_a_full_disk_during_predict_leaves_no_partial_file(finished, sentiment, 
     message = one_line_error(runner.invoke(app, ["predict", str(finished), sentiment["dev"], "-o", str(output)]))
     assert "disk full while writing" in message and str(output) in message, message
     assert list(folder.iterdir()) == []  # neither a partial file that looks valid nor a temp one
-    # an earlier, complete file of that name is kept as it was
+    # an earlier, complete predictions file of that name is kept as it was
+    earlier = '{"text": "old", "label": "positive", "score": 0.9}\n'
     with disk.real(output, "w") as handle:
-        handle.write('{"old": 1}\n')
+        handle.write(earlier)
     disk.room = 600
     assert str(output) in one_line_error(runner.invoke(app, ["predict", str(finished), sentiment["dev"], "-o",
                                                              str(output)]))
-    assert output.read_text() == '{"old": 1}\n' and list(folder.iterdir()) == [output]
+    assert output.read_text() == earlier and list(folder.iterdir()) == [output]
     disk.room = 10**9  # space freed: the retry works
     assert runner.invoke(app, ["predict", str(finished), sentiment["dev"], "-o", str(output)]).exit_code == 0
     assert len(output.read_text().splitlines()) == 16 and list(folder.iterdir()) == [output]
