@@ -149,6 +149,10 @@ def copy(
     runs from any folder; an existing file is never replaced without --force."""
     path = RECIPES_DIR / f"{source}.py" if (RECIPES_DIR / f"{source}.py").is_file() else resolve_config_path(source)
     target = copy_target(path, destination)
+    from .rundir import check_output_path
+
+    # a run's own files stay the run's, --force or not (a replaced bertkit_config.yaml would make the run mixed)
+    check_output_path(target, flag="the destination", what="the copy")
     if target.exists() and not force:
         raise BertkitError(f"{target} already exists — choose another name, or add --force to replace it")
     if not target.parent.is_dir():
@@ -222,16 +226,20 @@ def predict(
     min_confidence: Optional[float] = typer.Option(
         None, "--min-confidence", help="classify: rows less confident than this (0-1, after the run's calibration) "
         "get no label and abstained=true, for a person to decide (default: the run's abstain_below, if any)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o (never the "
+                               "input, a run's file or the data a run was made from)."),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa), the chosen option (choice) or, for each [MASK] of a text line, the likeliest tokens
     (mlm) — the model directory says which."""
     from .console import console_session
     from .inference import inference_precision
+    from .rundir import replacing_allowed
     from .tasks.classify import check_min_confidence
 
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
-    with console_session(), inference_precision(precision):  # bertkit's bar over examples, not transformers' bars
+    # bertkit's bar over examples, not transformers' bars; --force reaches the task's output check
+    with console_session(), inference_precision(precision), replacing_allowed(force):
         count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size, min_confidence)
     typer.echo(f"wrote {count} predictions to {output}")
 
@@ -244,17 +252,20 @@ def evaluate(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Also save the metrics as JSON here."),
     batch_size: int = typer.Option(64, help="Rows per batch."),
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o (never the "
+                               "input, a run's file or the data a run was made from)."),
 ):
     """Compute metrics of a fine-tuned model on a labelled file (mlm: held-out perplexity of a text file)."""
     from .console import console_session, result_line
     from .inference import inference_precision
 
     from .report import record_evaluation
+    from .rundir import replacing_allowed
 
-    with console_session(), inference_precision(precision):
+    with console_session(), inference_precision(precision), replacing_allowed(force):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
         report = record_evaluation(model_dir, input_file, metrics)
-    # one line still: the report that now shows this evaluation (the numbers: RUN/evaluations/<file name>.json)
+    # one line still: the report that now shows this evaluation (its numbers: RUN/evaluations/)
     typer.echo(result_line(input_file, metrics) + (f" (added to {report})" if report else ""))
     if output:
         typer.echo(f"saved metrics to {output}")
@@ -267,13 +278,15 @@ def export_command(
     fmt: str = typer.Option("onnx", "--format", help="Export format: onnx."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: also write a dynamically quantized graph."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Export folder (default: RUN_DIR-onnx)."),
+    force: bool = typer.Option(False, "--force", help="Replace an earlier export at -o (only an export: never "
+                               "another folder)."),
 ):
     # help texts are rich markup: an unescaped "[onnx]" would be eaten as a style tag
     """Export for ONNX Runtime (pip install "bertkit\\[onnx]"): one folder with the graph, tokenizer and label map that
     predict / evaluate run; outputs checked against PyTorch; dev metrics of fp32 and int8 printed side by side."""
     from .export import export_run
 
-    summary = export_run(run_dir, output, fmt, quantize)
+    summary = export_run(run_dir, output, fmt, quantize, force=force)
     typer.echo(f"exported to {summary['output']} (max abs difference from PyTorch: {summary['parity_max_abs_diff']})")
 
 
@@ -388,6 +401,8 @@ def report_command(
     run_dirs: list[str] = typer.Argument(..., help="One finished run directory, or several to compare."),
     output: str = typer.Option("report-compare.html", "--output", "-o", help="The comparison page (two or more "
                                "runs); never a file of a run directory."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file at -o that is not a comparison page "
+                               "(never a run's file or the data a run was made from)."),
 ):
     """Rebuild RUN_DIR/report.html, one self-contained page: the answer, curves, the task's dev view, the diagnosis,
     the settings. With several run directories: one page comparing them (curves overlaid, metrics, differing
@@ -397,7 +412,7 @@ def report_command(
 
     paths = [check_reportable(run_dir) for run_dir in run_dirs]
     with console_session("quiet"):  # loading the model for the dev view: no bars, transformers' log not shown
-        written = write_report(paths[0]) if len(paths) == 1 else write_comparison(run_dirs, output)
+        written = write_report(paths[0]) if len(paths) == 1 else write_comparison(run_dirs, output, force)
     typer.echo(f"wrote {written}")
 
 
