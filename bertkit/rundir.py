@@ -25,12 +25,18 @@ overwrite=true removes only what earlier runs wrote there (`old_run_files`); the
 saving is said in one line (where, what was kept).
 
 What a command may write where, the one place that decides:
-- `check_output_path(output, inputs=..., model_dirs=...)`: a file that predict / evaluate / export write is never one
-  of the command's inputs, never a file of the model directory it reads nor of any bertkit run directory (a folder
-  holding bertkit_run.json, bertkit_config.yaml or bertkit_fingerprint.json: what its record lists, the names a run
-  writes, its checkpoints; a new file beside the model is fine), and never a folder. An export folder never goes
-  inside a run directory. Paths are compared resolved (`./x`, absolute, symlinks, `..`) and, when both exist, as the
-  same file (hard links).
+- `check_output_path(output, inputs=..., model_dirs=...)`: what predict / evaluate / report / export / audit / mine /
+  cp write (a file, or an export's or audit's folder) is never one of the command's inputs; never a data file or
+  model recorded by a run it reads (the paths of its bertkit_config.yaml, the content hashes of its fingerprint — a
+  moved file, or a path relative to another folder — and the files `bertkit evaluate` measured on it); never a file
+  of the model directory it reads nor of any bertkit run directory (a folder holding bertkit_run.json,
+  bertkit_config.yaml or bertkit_fingerprint.json: what its record lists, the names a run writes, its checkpoints; a
+  new file beside the model is fine); never a folder. --force does not change any of that. An existing file of
+  another kind than the command writes (OUTPUT_KINDS: an earlier output is recognised by its content, so a labelled
+  train.csv is not predictions.csv) is said and kept, and replaced only with --force (`replacing_allowed`); an
+  earlier output of the same kind is replaced, as a rerun should. An export folder never goes inside a run
+  directory, and replaces only an earlier export, with --force. Paths are compared resolved (`./x`, `~`, absolute,
+  symlinks, `..`) and, when both exist, as the same file (hard links).
 - `check_run_inputs(output_dir, config)`: a run's output_dir is never the model, teacher or data file it reads (nor
   holds one where the run writes), with or without overwrite=true — the hint never suggests overwrite=true there.
 - `atomic_output(path)`: the file is written under a temporary name in the same folder and renamed over `path` only
