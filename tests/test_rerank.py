@@ -1,0 +1,113 @@
+"""The rerank recipe through the installed `bertkit` command on the tiny BERT: the saved folder loads in stock
+sentence-transformers' CrossEncoder and transformers with the scores `bertkit predict` writes; metrics.json has the
+first stage's NDCG@10 / MRR@10 beside the re-ranked ones; `bertkit evaluate` reproduces them; a listwise loss trains;
+bad input is one line, exit 2, naming the file and line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(sys.executable).parent / "bertkit"
+TOPICS = ["glaciers", "volcanoes", "owls", "bridges", "pianos", "coffee", "trains", "bees", "rivers", "comets"]
+
+
+def bertkit(*args, cwd):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def question_rows(topics, suffix=""):
+    return [{"query": f"Where do {t} come from{suffix}?", "positive": f"The {t} of this story come from the "
+             f"north, where {t} are common and studied."} for t in topics]
+
+
+@pytest.fixture(scope="module")
+def rerank_run(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("rerank")
+    write_jsonl(root / "train.jsonl", question_rows(TOPICS[:7]) + question_rows(TOPICS[:7], " today"))
+    write_jsonl(root / "dev.jsonl", question_rows(TOPICS[7:]))
+    result = bertkit("run", "rerank", f"model={tiny_model_dir}", "data.train=train.jsonl", "data.eval=dev.jsonl",
+                     "output_dir=run", "data.max_length=64", "precision=fp32", "negatives_per_query=2",
+                     "train.num_train_epochs=1", "train.per_device_train_batch_size=8", cwd=root)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return root
+
+
+def test_the_run_loads_in_stock_cross_encoder_with_the_scores_predict_writes(rerank_run):
+    import torch
+    import transformers
+    from sentence_transformers import CrossEncoder
+
+    result = bertkit("predict", "run", "dev.jsonl", "-o", "scores.jsonl", cwd=rerank_run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in (rerank_run / "scores.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and {"query", "passage", "score", "logit"} <= set(records[0])
+    pairs = [[r["query"], r["passage"]] for r in records]
+    stock = CrossEncoder(str(rerank_run / "run"), device="cpu").predict(pairs)
+    assert np.abs(stock - np.array([r["score"] for r in records])).max() < 1e-5
+    plain = transformers.AutoModelForSequenceClassification.from_pretrained(rerank_run / "run").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(rerank_run / "run")
+    with torch.no_grad():
+        logits = plain(**tokenizer([q for q, _ in pairs], [p for _, p in pairs], padding=True,
+                                   return_tensors="pt")).logits[:, 0].numpy()
+    assert np.abs(logits - np.array([r["logit"] for r in records])).max() < 1e-4
+    config = json.loads((rerank_run / "run" / "config_sentence_transformers.json").read_text())
+    assert config["model_type"] == "CrossEncoder"  # what tells a reranker from a classifier
+
+
+def test_metrics_json_has_the_first_stage_beside_the_reranked_and_evaluate_agrees(rerank_run):
+    metrics = json.loads((rerank_run / "run" / "metrics.json").read_text())["eval"]
+    for name in ("ndcg@10", "mrr@10", "recall@10"):
+        assert 0 <= metrics[name] <= 1 and 0 <= metrics[f"first_stage_{name}"] <= 1
+    assert metrics["queries"] == 3 and metrics["first_stage"] == "bm25" and metrics["top_k"] == 20
+    result = bertkit("evaluate", "run", "dev.jsonl", "-o", "eval.json", cwd=rerank_run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    again = json.loads((rerank_run / "eval.json").read_text())
+    assert all(abs(again[k] - metrics[k]) < 1e-3 for k in ("ndcg@10", "mrr@10", "first_stage_ndcg@10"))
+
+
+def test_first_stage_metrics_are_the_bm25_ranking_measured():
+    """compute_metrics_fn on hand-made candidates: before = the first stage's order, after = the scores' order."""
+    from bertkit.tasks.rerank import RerankDev, compute_metrics_fn
+
+    dev = RerankDev(["q0", "q1"], ["a", "b", "c"], [[0, 1, 2], [2, 1, 0]], [{1}, {2}], "bm25", 3)
+    metrics = compute_metrics_fn(dev)([[0.1, 0.9, 0.0], [0.0, 0.5, 0.1]])
+    assert metrics["first_stage_mrr@10"] == pytest.approx((0.5 + 1) / 2, abs=1e-4)
+    assert metrics["mrr@10"] == pytest.approx((1 + 1 / 3) / 2, abs=1e-4)  # q1: its positive ranked third
+    assert metrics["first_stage_recall@3"] == 1.0
+
+
+def test_a_listwise_loss_trains_on_query_groups(tmp_path, tiny_model_dir):
+    rows = [{"query": f"Where do {t} live?", "pos": [f"{t} live in the north."],
+             "neg": [f"{o} live in the south." for o in TOPICS if o != t][:3]} for t in TOPICS[:6]]
+    write_jsonl(tmp_path / "groups.jsonl", rows)
+    result = bertkit("run", "rerank", f"model={tiny_model_dir}", "data.train=groups.jsonl", "output_dir=run",
+                     "loss=lambda", "data.max_length=48", "precision=fp32", "train.num_train_epochs=1", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["loss"] == "lambda" and metrics["train"]["loss"] > 0
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([{"query": "Where?", "positive": "Here."}, {"query": "", "positive": "There."}], "line 2"),
+    ([{"query": "Where?", "positive": "Here."}, {"query": "Why?", "positive": "  "}], "line 2"),
+])
+def test_an_empty_query_or_passage_is_one_line_naming_the_line(tmp_path, tiny_model_dir, rows, words):
+    write_jsonl(tmp_path / "bad.jsonl", rows)
+    result = bertkit("run", "rerank", f"model={tiny_model_dir}", "data.train=bad.jsonl", "output_dir=run",
+                     cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "bad.jsonl" in lines[0] and words in lines[0] and "empty" in lines[0], lines
+    assert "Traceback" not in result.stderr
