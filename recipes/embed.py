@@ -127,6 +127,8 @@ def load_data(cfg: Config) -> tuple[RetrievalData, RetrievalData | None, list[st
         raise BertkitError(f"{dev.path} holds {dev.kind} rows but {train.path} holds {train.kind} — give a dev "
                            f"file of the training file's kind")
     corpus = read_corpus(cfg.data.corpus) if cfg.data.corpus else []
+    if dev is not None and dev.kind == "pairs":
+        ir_dev_set(dev, corpus)  # a dev file with nothing to rank is said now, before any model is loaded
     negatives = sum(len(row.negatives) for row in train.rows)
     say(f"{len(train.rows)} train / {len(dev.rows) if dev else 0} dev {train.kind} rows (query={train.columns.query},"
         f" positive={train.columns.positive}{f', {negatives} negatives' if negatives else ''}"

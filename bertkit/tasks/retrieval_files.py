@@ -316,7 +316,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 def ir_metrics(rankings: Sequence[Sequence[int]], relevant: Sequence[set[int]]) -> dict[str, float]:
     """NDCG@10, MRR@10 and Recall@1/10/100 averaged over queries, from each query's ranking (best first) and its
     set of relevant items. Binary relevance; a ranking shorter than k counts what it has."""
-    if len(rankings) != len(relevant) or not rankings:
+    if len(rankings) != len(relevant) or len(rankings) == 0:
         raise ValueError("ir_metrics needs one ranking per query and at least one query")
     sums = dict.fromkeys(METRIC_NAMES, 0.0)
     for ranking, gold in zip(rankings, relevant):

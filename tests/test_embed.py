@@ -1,0 +1,301 @@
+"""Embedding models (`bertkit run embed`, `bertkit mine`, predict / evaluate of an embed run): the retrieval file
+readers (pairs, n-tuples, FlagEmbedding JSONL, scored pairs; Chinese), the IR metrics against hand-computed values,
+runs through the installed command whose saved folder loads in stock sentence-transformers and transformers with
+the same vectors as `bertkit predict`, prefixes saved and applied, base and fine-tuned dev metrics, mining, and every
+bad input as one line with exit 2."""
+
+import inspect
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bertkit import tasks
+from bertkit.cli import app
+from bertkit.errors import BertkitError
+from bertkit.tasks import embed
+from bertkit.tasks.retrieval_files import (BM25Index, RetrievalRow, ir_dev_set, ir_metrics, mine_negatives,
+                                           read_retrieval_file, spearman, top_k)
+from helpers import one_line_error, write_csv
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+EN_QA = ROOT / "data" / "embed" / "en_qa"
+SCRIPT = Path(sys.executable).parent / "bertkit"
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def small_pairs(path: Path, count: int = 12, offset: int = 0) -> str:
+    """The first rows of the shipped en_qa split (distinct positives)."""
+    rows = [json.loads(line) for line in (EN_QA / "train.jsonl").read_text(encoding="utf-8").splitlines()]
+    return write_jsonl(path, rows[offset:offset + count])
+
+
+# ------------------------------------------------------------------------------------------------ readers, metrics
+
+
+def test_every_format_is_read_with_its_columns_detected(tmp_path):
+    pairs = read_retrieval_file(write_jsonl(tmp_path / "p.jsonl", [{"question": "q1", "passage": "p1"}]))
+    assert (pairs.kind, pairs.rows[0].query, pairs.rows[0].positives) == ("pairs", "q1", ["p1"])
+    tuples = read_retrieval_file(write_csv(tmp_path / "t.csv", ["anchor", "positive", "negative_2", "negative_1"],
+                                           [["q", "p", "n2", "n1"]]))
+    assert tuples.rows[0].negatives == ["n1", "n2"]  # by their number, not the column order
+    flag = read_retrieval_file(write_jsonl(tmp_path / "f.jsonl", [{"query": "q", "pos": ["a", "b"], "neg": ["c"]},
+                                                                  {"query": "r", "pos": ["d"], "neg": []}]))
+    assert [r.positives for r in flag.rows] == [["a", "b"], ["d"]] and flag.rows[0].negatives == ["c"]
+    scored = read_retrieval_file(write_csv(tmp_path / "s.csv", ["sentence1", "sentence2", "score"],
+                                           [["a", "b", "4.5"], ["c", "d", "1"]]))
+    assert scored.kind == "scored" and [r.score for r in scored.rows] == [4.5, 1.0]
+    chinese = read_retrieval_file(write_jsonl(tmp_path / "zh.jsonl", [{"问题": "猫是什么？", "段落": "猫是一种小动物。"}]))
+    assert (chinese.rows[0].query, chinese.rows[0].positives) == ("猫是什么？", ["猫是一种小动物。"])
+    given = read_retrieval_file(write_csv(tmp_path / "g.csv", ["a", "b"], [["x", "y"]]),
+                                embed.RetrievalColumns(query_column="a", positive_column="b"))
+    assert given.rows[0].positives == ["y"]
+
+
+def test_reader_errors_name_the_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "e.jsonl", [{"query": "q", "positive": "p"}, {"query": " ", "positive": "p2"}])
+    with pytest.raises(BertkitError, match=r"e\.jsonl line 2: column 'query' is empty"):
+        read_retrieval_file(path)
+    with pytest.raises(BertkitError, match="no positive column .* data.positive_column"):
+        read_retrieval_file(write_csv(tmp_path / "c.csv", ["text", "label"], [["a", "1"]]))
+    with pytest.raises(BertkitError, match=r"line 1: no positive"):
+        read_retrieval_file(write_jsonl(tmp_path / "n.jsonl", [{"query": "q", "pos": []}]))
+
+
+def test_ir_metrics_match_hand_computed_values():
+    # query 0: relevant {0} ranked 2nd; query 1: relevant {1, 2} ranked 1st and 3rd; query 2: relevant never ranked
+    metrics = ir_metrics([[2, 0, 1], [1, 0, 2], [0, 1]], [{0}, {1, 2}, {5}])
+    ndcg = [1 / math.log2(3), (1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3)), 0.0]
+    assert metrics["ndcg@10"] == pytest.approx(sum(ndcg) / 3)
+    assert metrics["mrr@10"] == pytest.approx((1 / 2 + 1 + 0) / 3)
+    assert metrics["recall@1"] == pytest.approx((0 + 0.5 + 0) / 3)
+    assert metrics["recall@10"] == pytest.approx((1 + 1 + 0) / 3)
+    assert spearman([1, 2, 3, 4], [10, 20, 40, 30]) == pytest.approx(0.8)
+    ranked, scores = top_k(np.array([[1.0, 0.0]]), np.array([[0.0, 1.0], [2.0, 0.1], [1.0, 1.0]]), 2)
+    assert ranked.tolist() == [[1, 2]] and scores[0, 0] > scores[0, 1]
+
+
+def test_ir_metrics_agree_with_sentence_transformers_evaluator(minilm_dir, tmp_path):
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    dev = read_retrieval_file(small_pairs(tmp_path / "d.jsonl", 20))
+    ir = ir_dev_set(dev)
+    predictor = embed.load_predictor(minilm_dir)
+    ours = embed.compute_metrics_fn(dev)(predictor)
+    theirs = InformationRetrievalEvaluator(ir.queries, ir.corpus, ir.relevant, precision_recall_at_k=[1, 10, 100],
+                                           write_csv=False, name="d")(predictor.model)
+    for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10"):
+        assert ours[name] == pytest.approx(theirs[f"d_cosine_{name}"], abs=1e-6), name
+
+
+def test_bm25_ranks_english_and_chinese():
+    english = BM25Index(["The bridge was built in 1982.", "Cats sleep a lot.", "The river floods in spring."])
+    assert english.search(["when was the bridge built"], 1)[0].tolist() == [[0]]
+    chinese = BM25Index(["云石镇位于福建省。", "猫喜欢睡觉。", "这条河春天会涨水。"])
+    assert chinese.zh and chinese.search(["猫为什么睡觉"], 1)[0].tolist() == [[1]]
+
+
+def test_embed_exposes_the_task_interface():
+    assert tuple(embed.__all__[:len(tasks.INTERFACE)]) == tasks.INTERFACE
+    reference = tasks.task_module("classify")
+    for name in ("predict_file", "evaluate_file", "load_predictor"):
+        assert (list(inspect.signature(getattr(embed, name)).parameters)
+                == list(inspect.signature(getattr(reference, name)).parameters)), name
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+@pytest.fixture(scope="module")
+def minilm_run(tmp_path_factory):
+    """A two-step en_qa run of the embedded MiniLM through the installed command, with prefixes."""
+    out = tmp_path_factory.mktemp("embed-minilm") / "run"
+    result = subprocess.run([str(SCRIPT), "run", "embed", "-c", "embed/en_qa", f"output_dir={out}",
+                             "train.max_steps=2", "train.per_device_train_batch_size=8", "precision=fp32",
+                             "train.save_strategy=no", "train.eval_strategy=no", "train.load_best_model_at_end=false",
+                             'query_prefix="query: "', 'passage_prefix="passage: "'],
+                            capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result.stdout + result.stderr
+
+
+def test_minilm_run_loads_in_stock_libraries_with_bertkits_vectors(minilm_run, minilm_dir, tmp_path):
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    out, _ = minilm_run
+    modules = json.loads((out / "modules.json").read_text())
+    assert all(m["type"].startswith("sentence_transformers.") for m in modules)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "bert" and config["architectures"] == ["BertModel"]
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"query": "Who designed the Millrace Bridge?"},
+                                                 {"query": "How many people live in Upperfold today?"}])
+    result = runner.invoke(app, ["predict", str(out), queries, "-o", str(tmp_path / "v.jsonl")])
+    assert result.exit_code == 0, result.output
+    ours = np.array([json.loads(line)["embedding"] for line in (tmp_path / "v.jsonl").read_text().splitlines()])
+    stock = SentenceTransformer(str(out))  # no trust_remote_code
+    texts = ["Who designed the Millrace Bridge?", "How many people live in Upperfold today?"]
+    np.testing.assert_allclose(ours, stock.encode(texts, prompt_name="query"), atol=1e-4)
+    assert not np.allclose(ours, stock.encode(texts), atol=1e-3)  # the prefix is applied, not ignored
+    np.testing.assert_allclose(stock.encode(["query: " + t for t in texts]), ours, atol=1e-4)
+    assert type(transformers.AutoModel.from_pretrained(str(out))).__name__ == "BertModel"
+    base = SentenceTransformer(minilm_dir)
+    assert not np.allclose(base.encode(["query: " + t for t in texts]), ours, atol=1e-4)  # it trained
+
+
+def test_prefixes_and_pooling_are_saved_with_the_model(minilm_run):
+    out, _ = minilm_run
+    saved = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert saved["prompts"] == {"query": "query: ", "document": "passage: "}
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "mean"
+    assert (out / "2_Normalize").is_dir()
+
+
+def test_dev_metrics_before_and_after_are_recorded_and_evaluate_agrees(minilm_run, tmp_path):
+    out, output = minilm_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"):
+        assert 0 <= metrics["base_eval"][name] <= 1 and 0 <= metrics["eval"][name] <= 1
+    assert metrics["selection_metric"] == "dev_cosine_ndcg@10" and metrics["rows"] == {"train": 212, "dev_queries": 70}
+    assert "ndcg@10" in output and "->" in output  # the side-by-side summary
+    result = runner.invoke(app, ["evaluate", str(out), str(EN_QA / "dev.jsonl"), "-o", str(tmp_path / "m.json")])
+    assert result.exit_code == 0, result.output
+    evaluated = json.loads((tmp_path / "m.json").read_text())
+    assert evaluated["ndcg@10"] == pytest.approx(metrics["eval"]["ndcg@10"], abs=1e-3)
+
+
+def test_predict_writes_numpy_vectors_and_top_k_passages(minilm_run, tmp_path):
+    out, _ = minilm_run
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The Millrace Bridge was designed by Marta Kovač.\nCats sleep a lot.\nRivers flood.\n")
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"query": "Who designed the Millrace Bridge?"}])
+    result = runner.invoke(app, ["predict", str(out), queries, "-o", str(tmp_path / "v.npy")])
+    assert result.exit_code == 0, result.output
+    assert np.load(tmp_path / "v.npy").shape == (1, 384)
+    result = runner.invoke(app, ["predict", str(out), queries, "--corpus", str(corpus), "--top-k", "2",
+                                 "-o", str(tmp_path / "top.jsonl")])
+    assert result.exit_code == 0, result.output
+    top = json.loads((tmp_path / "top.jsonl").read_text().splitlines()[0])
+    assert [r["rank"] for r in top["results"]] == [1, 2]
+    assert top["results"][0]["passage"].startswith("The Millrace Bridge")
+
+
+def test_a_plain_checkpoint_trains_with_mean_pooling_said(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", f"data.train={small_pairs(tmp_path / 't.jsonl')}",
+                                 f"data.eval={small_pairs(tmp_path / 'd.jsonl', 8, 40)}", f"output_dir={out}",
+                                 "train.max_steps=2", "train.per_device_train_batch_size=4", "precision=fp32",
+                                 "matryoshka_dims=[32,16]"])
+    assert result.exit_code == 0, result.output
+    assert "no sentence-transformers pooling information" in result.output and "mean pooling assumed" in result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["base_eval"]) == set(metrics["eval"]) >= {"ndcg@10", "mrr@10"}
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "mean"
+
+
+def test_scored_pairs_train_with_cosent_and_report_spearman(tiny_model_dir, tmp_path):
+    rows = [[f"a man plays guitar number {i}", f"a person plays an instrument {i}", str(i % 6)] for i in range(10)]
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", "loss=cosent", "pooling=cls",
+                                 f"data.train={write_csv(tmp_path / 't.csv', ['sentence1', 'sentence2', 'score'], rows)}",
+                                 f"data.eval={write_csv(tmp_path / 'd.csv', ['sentence1', 'sentence2', 'score'], rows)}",
+                                 f"output_dir={out}", "train.max_steps=1", "train.per_device_train_batch_size=4",
+                                 "precision=fp32"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert -1 <= metrics["base_eval"]["spearman"] <= 1 and -1 <= metrics["eval"]["spearman"] <= 1
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
+
+
+def test_chinese_pairs_train_on_a_chinese_vocabulary(tiny_zh_model_dir, tmp_path):
+    rows = [{"query": f"第{i}个问题是什么？", "pos": [f"这是第{i}段文字，讲的是第{i}件事。"]} for i in range(8)]
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "embed", f"model={tiny_zh_model_dir}", "pooling=mean",
+                                 f"data.train={write_jsonl(tmp_path / 't.jsonl', rows)}",
+                                 f"data.eval={write_jsonl(tmp_path / 'd.jsonl', rows)}", f"output_dir={out}",
+                                 "train.max_steps=1", "train.per_device_train_batch_size=4", "precision=fp32"])
+    assert result.exit_code == 0, result.output
+    assert "pooling information" not in result.output  # pooling= given: nothing assumed
+    assert json.loads((out / "metrics.json").read_text())["eval"]["recall@100"] == 1.0
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("case", ["no_positive", "empty_query", "same_positive", "scored_to_mnrl", "batch_of_one",
+                                  "dev_without_positives"])
+def test_bad_input_is_one_line_exit_2(case, tiny_model_dir, tmp_path):
+    train = small_pairs(tmp_path / "t.jsonl", 6)
+    extra = []
+    if case == "no_positive":
+        train, fragments = write_csv(tmp_path / "t.csv", ["text", "label"], [["a", "1"], ["b", "0"]]), [
+            "no positive column", "data.positive_column"]
+    elif case == "empty_query":
+        train = write_jsonl(tmp_path / "e.jsonl", [{"query": "q", "positive": "p"}, {"query": "", "positive": "x"}])
+        fragments = ["e.jsonl line 2", "'query' is empty"]
+    elif case == "same_positive":
+        train = write_jsonl(tmp_path / "s.jsonl", [{"query": f"q{i}", "positive": "one passage"} for i in range(4)])
+        fragments = ["the same positive", "its own positive"]
+    elif case == "scored_to_mnrl":
+        train = write_csv(tmp_path / "s.csv", ["sentence1", "sentence2", "score"], [["a", "b", "1"], ["c", "d", "2"]])
+        fragments = ["scored pairs", "use loss=cosent"]
+    elif case == "batch_of_one":
+        extra, fragments = ["train.per_device_train_batch_size=1"], ["batch of 1", "at least 2"]
+    else:
+        extra = [f"data.eval={write_jsonl(tmp_path / 'd.jsonl', [{'query': 'q', 'pos': []}] * 2)}"]
+        fragments = ["no query has a positive", "d.jsonl"]
+    result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", f"data.train={train}", "pooling=mean",
+                                 f"output_dir={tmp_path / 'run'}", "train.max_steps=1", *extra])
+    one_line_error(result, 2, *fragments)
+
+
+def test_shipped_configs_validate():
+    for name in ("en_qa", "zh_qa", "en_sts"):
+        result = runner.invoke(app, ["validate", "embed", "-c", f"embed/{name}"])
+        assert result.exit_code == 0, (name, result.output)
+
+
+# ------------------------------------------------------------------------------------------------ mining
+
+
+def test_mine_writes_negatives_that_are_not_the_positive(tiny_model_dir, tmp_path):
+    pairs = small_pairs(tmp_path / "p.jsonl", 10)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(json.loads(l)["positive"] + "\n"
+                              for l in (EN_QA / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:30]))
+    out = tmp_path / "mined.jsonl"
+    result = runner.invoke(app, ["mine", pairs, "-o", str(out), "--model", tiny_model_dir, "--bm25",
+                                 "--corpus", str(corpus), "--num-negatives", "2"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # a random tiny model ranks some positives low: the margin then leaves a query fewer than 2, never none here
+    assert len(rows) == 10 and all(1 <= len(row["neg"]) <= 2 for row in rows)
+    assert all(not set(row["neg"]) & set(row["pos"]) for row in rows)
+    read_back = read_retrieval_file(str(out))  # the mined file is a training file
+    assert read_back.has_negatives
+
+
+def test_mining_near_duplicates_of_the_positive_is_warned(capsys):
+    rows = [RetrievalRow("where is the bridge", ["The bridge spans the River Alder."]),
+            RetrievalRow("what do cats eat", ["Cats eat fish and mice."])]
+    corpus = ["The bridge spans the river Alder!", "Cats eat fish and mice!!", "Rivers flood in spring."]
+    mined = mine_negatives(rows, corpus, bm25=True, num_negatives=1)
+    assert mined.near_duplicates == 2 and mined.negatives == 2
+    embed.warn_near_duplicates(mined.near_duplicates, mined.negatives)
+    assert "2 of 2 mined negatives are near-duplicates" in capsys.readouterr().err
+
+
+def test_mine_without_a_ranker_is_one_line(tmp_path):
+    result = runner.invoke(app, ["mine", small_pairs(tmp_path / "p.jsonl", 3), "-o", str(tmp_path / "m.jsonl")])
+    one_line_error(result, 2, "--model", "--bm25")
