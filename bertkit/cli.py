@@ -228,10 +228,14 @@ def predict(
         "get no label and abstained=true, for a person to decide (default: the run's abstain_below, if any)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o (never the "
                                "input, a run's file or the data a run was made from)."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="embed: rank this file's passages (.txt one per "
+                                         "line, or a table with a text column) for each query, instead of vectors."),
+    top_k: int = typer.Option(10, "--top-k", help="embed with --corpus: passages written per query."),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
-    spans (ner), answers (qa), the chosen option (choice) or, for each [MASK] of a text line, the likeliest tokens
-    (mlm) — the model directory says which."""
+    spans (ner), answers (qa), the chosen option (choice), for each [MASK] of a text line, the likeliest tokens
+    (mlm), or vectors (embed: .jsonl or .npy; with --corpus the top-k passages per query) — the model directory says
+    which."""
     from .console import console_session
     from .inference import inference_precision
     from .rundir import replacing_allowed
@@ -240,7 +244,13 @@ def predict(
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
     # bertkit's bar over examples, not transformers' bars; --force reaches the task's output check
     with console_session(), inference_precision(precision), replacing_allowed(force):
-        count = task_module(model_dir).predict_file(model_dir, input_file, output, batch_size, min_confidence)
+        module = task_module(model_dir)
+        if corpus is not None:  # ranking a corpus is the embedding models' own (the other tasks have no passages)
+            if not hasattr(module, "predict_top_k"):
+                raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
+            count = module.predict_top_k(model_dir, input_file, output, corpus, top_k, batch_size)
+        else:
+            count = module.predict_file(model_dir, input_file, output, batch_size, min_confidence)
     typer.echo(f"wrote {count} predictions to {output}")
 
 
@@ -448,6 +458,39 @@ def serve_command(
         torch.set_num_threads(threads)
     with console_session("quiet"):  # no progress bars per batch; uvicorn logs the requests
         serve(run_dir, host, port, precision, limits)
+
+
+@app.command("mine")
+@user_errors
+def mine_command(
+    input_file: str = typer.Argument(..., help="Training pairs: query, positive (or FlagEmbedding JSONL)."),
+    output: str = typer.Option(..., "--output", "-o", help="Training file to write: FlagEmbedding JSONL "
+                               "{query, pos, neg}."),
+    model: Optional[str] = typer.Option(None, "--model", help="Embedding model that ranks the corpus (a run, a "
+                                        "folder, a Hub id or all-MiniLM-L6-v2); leave out for BM25 alone."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="Passages to mine from besides the positives (.txt "
+                                         "one per line, or a table with a text column)."),
+    bm25: bool = typer.Option(False, "--bm25", help="Rank with BM25 too (bm25s; Chinese by characters)."),
+    num_negatives: int = typer.Option(3, "--num-negatives", help="Negatives per query."),
+    range_min: int = typer.Option(0, "--range-min", help="Skip this many top-ranked candidates (likely unlabelled "
+                                  "positives)."),
+    range_max: Optional[int] = typer.Option(None, "--range-max", help="Take negatives from the first this many "
+                                            "candidates (default: enough for --num-negatives)."),
+    margin: Optional[float] = typer.Option(0.05, "--margin", help="model: skip candidates scoring within this share "
+                                           "of the positive's score (sentence-transformers' relative_margin)."),
+    batch_size: int = typer.Option(64, help="Texts per batch when encoding."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o."),
+):
+    """Mine hard negatives for each query of a pairs file from a corpus, with an embedding model and/or BM25,
+    positives and near-positives skipped; writes a training file for `bertkit run embed` (or rerank)."""
+    from .console import console_session
+    from .rundir import replacing_allowed
+    from .tasks.embed import mine_file
+
+    with console_session(), replacing_allowed(force):
+        count = mine_file(input_file, output, model, corpus, bm25, num_negatives, range_min, range_max, margin,
+                          batch_size)
+    typer.echo(f"wrote {count} queries with mined negatives to {output}")
 
 
 def main():
