@@ -1277,5 +1277,6 @@ def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE, for
 
 
 __all__ = ["write_report", "write_report_quietly", "write_live_report", "ReportCallback", "write_comparison",
+           "record_evaluation", "evaluation_record_path",
            "compare", "render", "read_view", "RunView", "check_reportable", "line_chart", "bar_chart", "heat_map",
            "scatter", "REPORT_FILE", "COMPARE_FILE", "dev_examples"]

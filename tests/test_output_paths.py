@@ -118,9 +118,10 @@ def test_a_data_file_recorded_relative_to_another_folder_is_known_by_its_content
 def test_evaluate_minus_o_never_writes_over_a_recorded_data_file(project, monkeypatch):
     monkeypatch.chdir(project)
     before = contents(project)
-    message = refused(runner.invoke(app, ["evaluate", "runs/A", "data/dev.csv", "-o", "data/train.csv", "--force"]))
-    assert "-o data/train.csv is data.train=data/train.csv of the run runs/A" in message, message
-    assert "-o data/dev.metrics.json" in message, message
+    for force in ([], ["--force"]):
+        message = refused(runner.invoke(app, ["evaluate", "runs/A", "data/dev.csv", "-o", "data/train.csv", *force]))
+        assert "-o data/train.csv is data.train=data/train.csv of the run runs/A" in message, message
+        assert "-o data/dev.metrics.json" in message, message
     assert contents(project) == before
 
 
@@ -204,9 +205,10 @@ def test_a_file_evaluated_on_the_run_is_never_a_predict_output(project, tmp_path
     shutil.copyfile(project / "data" / "dev.csv", test_split)
     assert runner.invoke(app, ["evaluate", str(run), str(test_split)]).exit_code == 0
     before = test_split.read_bytes()
-    message = refused(runner.invoke(app, ["predict", str(run), str(project / "new.csv"), "-o", str(test_split),
-                                          "--force"]))
-    assert f"is a file evaluated on it ({test_split})" in message, message
+    for force in ([], ["--force"]):
+        message = refused(runner.invoke(app, ["predict", str(run), str(project / "new.csv"), "-o", str(test_split),
+                                              *force]))
+        assert f"is a file evaluated on it ({test_split})" in message, message
     assert test_split.read_bytes() == before
 
 

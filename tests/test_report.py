@@ -199,10 +199,12 @@ def test_evaluate_on_a_test_file_joins_the_report_and_keeps_the_run_whole(classi
     result = runner.invoke(app, ["evaluate", str(run), classify_run["dev"]])
     assert result.exit_code == 0, result.output
     assert f"added to {run / report.REPORT_FILE}" in result.output
-    saved = json.loads((run / "evaluations" / "dev.csv.json").read_text())
+    # one record per file (its name and a hash of its path: rundir.py), holding the path as given and resolved
+    saved = json.loads(report.evaluation_record_path(run, classify_run["dev"]).read_text())
     assert saved["file"] == str(Path(classify_run["dev"]).resolve()) and "accuracy" in saved["metrics"]
+    assert saved["given"] == str(classify_run["dev"])
     text = check_page(run / report.REPORT_FILE, COMMON + SECTIONS["classify"] + ["Evaluations on other files"])
-    assert f"<td>{saved['file']}</td>" in text
+    assert f"<td>{saved['given']}</td>" in text
     predicted = runner.invoke(app, ["predict", str(run), classify_run["dev"], "-o", str(tmp_path / "p.jsonl")])
     assert predicted.exit_code == 0, predicted.output  # the run is still whole: the record does not list them
     from bertkit.rundir import old_run_files
