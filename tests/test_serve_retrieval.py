@@ -89,3 +89,25 @@ def test_a_classifier_refuses_embed_and_rerank_naming_predict(tmp_path, minilm_d
         for route, body in (("/embed", {"inputs": "a"}), ("/rerank", {"query": "q", "texts": ["a"]})):
             refused = httpx.post(f"{url}{route}", json=body, timeout=30)
             assert refused.status_code == 400 and "POST /predict" in refused.json()["error"]
+
+
+def test_embed_export_holds_pooling_and_normalisation_and_serves_what_encode_gives(tmp_path, minilm_dir):
+    """`bertkit export` of the MiniLM embedding folder: the graph's output is the sentence embedding (mean pooling
+    and Normalize inside), checked against SentenceTransformer.encode at export time, and /embed of the export
+    equals encode within 1e-4."""
+    pytest.importorskip("onnxruntime")
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.export import export_run
+
+    summary = export_run(minilm_dir, str(tmp_path / "minilm-onnx"))
+    assert summary["recipe"] == "embed" and summary["outputs"] == ["sentence_embedding"]
+    assert summary["embedding"]["pooling"] == "mean" and summary["embedding"]["normalize"] is True
+    assert summary["parity_max_abs_diff"]["encode"] < 1e-4
+    expected = SentenceTransformer(minilm_dir, device="cpu").encode(TEXTS)
+    with running(summary["output"]) as (url, _):
+        response = httpx.post(f"{url}/embed", json={"inputs": TEXTS}, timeout=60)
+        assert response.status_code == 200, response.text
+        assert np.abs(np.asarray(response.json()) - expected).max() < 1e-4
+        info = httpx.get(f"{url}/info").json()
+        assert info["task"] == "embed" and info["precision"] == "fp32" and info["implementation"] == "OnnxEmbedder"
