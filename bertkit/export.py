@@ -138,9 +138,9 @@ def load_embedding_for_export(run_dir: str):
     pooling = reference[names.index("Pooling")].get_config_dict()
     mode = pooling.get("pooling_mode") or next((m for k, m in POOLING_MODES.items() if pooling.get(k)), None)
     if mode not in ("cls", "mean", "max") or pooling.get("include_prompt") is False:
-        raise BertkitError(f"{run_dir}: pooling {mode}{' without the prompt' if pooling.get('include_prompt') is False else ''}"
-                           " is not one export puts in the graph (cls, mean, max over every token) — serve the "
-                           "folder itself")
+        without = " without the prompt" if pooling.get("include_prompt") is False else ""
+        raise BertkitError(f"{run_dir}: pooling {mode}{without} is not one export puts in the graph (cls, mean, max "
+                           "over every token) — serve the folder itself")
     transformer = reference[0].auto_model.float()
     transformer.set_attn_implementation("eager")
     return SentenceEmbedding(transformer, mode, "Normalize" in names).eval(), reference

@@ -162,5 +162,5 @@ def load_onnx_embedder(export_dir: str, precision: str = "fp32") -> OnnxEmbedder
     return OnnxEmbedder(Path(export_dir) / files[precision], tokenizer, saved.get("embedding", {}))
 
 
-__all__ = ["OnnxModel", "load_onnx_model", "OnnxEmbedder", "load_onnx_embedder", "is_onnx_export", "require_onnx", "head_of", "Head", "HEADS", "session",
-           "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES"]
+__all__ = ["OnnxModel", "load_onnx_model", "OnnxEmbedder", "load_onnx_embedder", "is_onnx_export", "require_onnx",
+           "head_of", "Head", "HEADS", "session", "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES"]

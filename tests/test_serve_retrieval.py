@@ -59,7 +59,8 @@ def test_rerank_equals_cross_encoder_predict_best_first(cross_encoder_dir):
 
     query, texts = TEXTS[0], TEXTS[1:]
     expected = CrossEncoder(cross_encoder_dir, device="cpu").predict([[query, t] for t in texts])
-    logits = CrossEncoder(cross_encoder_dir, device="cpu").predict([[query, t] for t in texts], activation_fn=torch.nn.Identity())
+    logits = CrossEncoder(cross_encoder_dir, device="cpu").predict([[query, t] for t in texts],
+                                                                   activation_fn=torch.nn.Identity())
     with running(cross_encoder_dir) as (url, _):
         response = httpx.post(f"{url}/rerank", json={"query": query, "texts": texts, "return_text": True}, timeout=60)
         assert response.status_code == 200, response.text

@@ -146,4 +146,5 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "module_for_model", "sentence_transformers_kind", "no_confidence_cut", "settings_dict", "read_settings"]
+           "task_module", "module_for_model", "sentence_transformers_kind", "no_confidence_cut", "settings_dict",
+           "read_settings"]
