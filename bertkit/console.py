@@ -333,7 +333,7 @@ def summary(title: str, rows: dict, kind: str = "summary") -> None:
 
 # What a finished run of each recipe is used for next: predict / evaluate for the fine-tuned heads, a fine-tune
 # for a masked LM.
-FINE_TUNED_RECIPES = {"classify", "ner", "qa", "choice", "distill", "embed"}
+FINE_TUNED_RECIPES = {"classify", "ner", "qa", "choice", "distill", "embed", "rerank"}
 
 
 def next_commands(output_dir: str | Path, recipe: str) -> list[str]:
