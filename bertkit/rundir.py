@@ -1062,7 +1062,8 @@ def _check_kind(output, target: Path, flag: str, what: str, force: bool) -> None
     if what not in OUTPUT_KINDS or force or not target.is_file() or _looks_like(target, what):
         return
     writes = OUTPUT_KINDS[what]
-    raise BertkitError(f"{flag} {output} already exists and is not {writes} ({describe_file(target)}) — it would be "
+    is_not = "" if what == "the training file" else f" and is not {writes}"  # a training file is never recognised
+    raise BertkitError(f"{flag} {output} already exists{is_not} ({describe_file(target)}) — it would be "
                        f"replaced by {writes}; choose another name (e.g. {_option(flag)}"
                        f"{_suggest(str(output), [str(output)], [], what)}), or add --force to replace it")
 

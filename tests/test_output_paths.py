@@ -115,6 +115,16 @@ def test_a_data_file_recorded_relative_to_another_folder_is_known_by_its_content
     assert contents(project) == before
 
 
+def test_the_model_a_run_started_from_is_never_an_output(project, tiny_model_dir, monkeypatch):
+    """model= of the run's config: a stock model folder, not a run directory, so only the config knows it."""
+    monkeypatch.chdir(project)
+    target = Path(tiny_model_dir) / "tokenizer.json"  # a .json name predict accepts
+    before = target.read_bytes()
+    message = refused(runner.invoke(app, ["predict", "runs/A", "new.csv", "-o", str(target)]))
+    assert f"-o {target} is inside model={tiny_model_dir} of the run runs/A" in message, message
+    assert target.read_bytes() == before
+
+
 def test_evaluate_minus_o_never_writes_over_a_recorded_data_file(project, monkeypatch):
     monkeypatch.chdir(project)
     before = contents(project)
@@ -210,6 +220,24 @@ def test_a_file_evaluated_on_the_run_is_never_a_predict_output(project, tmp_path
                                               *force]))
         assert f"is a file evaluated on it ({test_split})" in message, message
     assert test_split.read_bytes() == before
+
+
+def test_mine_never_writes_over_what_a_run_was_made_from_nor_an_existing_training_file(project, tiny_model_dir,
+                                                                                       tmp_path, monkeypatch):
+    """`bertkit mine` writes a training file: over what a run given as --model was made from never, over any
+    existing file (a hand-labelled training file looks like a mined one) only with --force."""
+    monkeypatch.chdir(project)
+    before = contents(project)
+    target = Path(tiny_model_dir) / "tokenizer.json"
+    tokenizer = target.read_bytes()
+    message = refused(runner.invoke(app, ["mine", "new.csv", "-o", str(target), "--model", "runs/A", "--force"]))
+    assert f"-o {target} is inside model={tiny_model_dir} of the run runs/A" in message, message
+    assert target.read_bytes() == tokenizer
+    labelled = tmp_path / "train.jsonl"
+    labelled.write_text('{"query": "q", "pos": ["p"], "neg": ["n"]}\n')
+    message = refused(runner.invoke(app, ["mine", "new.csv", "-o", str(labelled), "--bm25"]))
+    assert f"-o {labelled} already exists (a " in message and "add --force to replace it" in message, message
+    assert labelled.read_text() == '{"query": "q", "pos": ["p"], "neg": ["n"]}\n' and contents(project) == before
 
 
 def test_cp_force_never_replaces_a_file_of_a_run(project, tmp_path):

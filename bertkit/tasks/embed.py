@@ -360,7 +360,10 @@ def mine_file(input_path: str, output_path: str, model_name: str | None = None, 
         raise BertkitError(f"--num-negatives {num_negatives}: give at least 1")
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name")
-    output_path = check_output_path(output_path, inputs=[input_path, corpus], what="the training file")
+    # a run given as --model: never over its files nor the data it was trained on (rundir.check_output_path)
+    local_model = [model_name] if model_name and Path(model_name).expanduser().is_dir() else []
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=local_model,
+                                    what="the training file")
     data = read_examples(input_path)
     if data.kind == "scored":
         raise BertkitError(f"{input_path} holds scored pairs (column '{data.columns.score}'): mining needs (query, "
