@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import pickle
 import re
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -161,6 +163,36 @@ def pickled_weights_message(where: str, file_name: str = "pytorch_model.bin", ar
             f"m.save_pretrained(NEW_DIR)` and save the tokenizer there too "
             f"(`transformers.AutoTokenizer.from_pretrained('{where}').save_pretrained(NEW_DIR)`), then pass "
             "model=NEW_DIR; or convert with the safetensors convert tool")
+
+
+@contextmanager
+def pickled_state_refused(checkpoint: str | None):
+    """Around trainer.train(resume_from_checkpoint=checkpoint): torch's refusal of a pickled optimizer, scheduler or
+    RNG state (weights_only: it names a class, not the file) becomes one line naming the file and what to do, as
+    model= says it for pickled weights."""
+    try:
+        yield
+    except pickle.UnpicklingError:
+        if not checkpoint:
+            raise
+        raise BertkitError(pickled_state_message(Path(checkpoint))) from None
+
+
+def pickled_state_message(checkpoint: Path) -> str:
+    found = ""
+    for path in sorted(checkpoint.glob("*.p*")) + sorted(checkpoint.glob("*.bin")):
+        try:
+            names = [name for name in torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+                     if not name.startswith("numpy.")]  # numpy's RNG state: transformers allows it
+        except Exception:  # noqa: BLE001 - not a torch file, or unreadable: torch's load said so already
+            continue
+        if names:
+            found = f" ({path.name} holds {', '.join(names[:3])})"
+            break
+    return (f"resume checkpoint {checkpoint} holds pickled training state that torch will not load{found}: "
+            "unpickling can run any code the file holds — resume from a checkpoint that bertkit wrote with this "
+            "torch, or start the run again without resume=; only if you trust the file, re-save it in an "
+            "environment you trust with plain tensors and numbers")
 
 
 def _architecture(config_file: Path) -> str:
@@ -459,12 +491,15 @@ def _load_finetuned(model_class, model_dir: str):
     base = _read_adapter_config(adapter_file).get("base_model_name_or_path")
     config_class = getattr(model_class, "config_class", None) or transformers.AutoConfig
     try:
-        model = model_class.from_pretrained(base, config=config_class.from_pretrained(model_dir), **NO_HUB_KERNELS)
+        with quiet_load_report():  # the head is "missing" from the base model: the adapter brings it
+            model = model_class.from_pretrained(base, config=config_class.from_pretrained(model_dir), **NO_HUB_KERNELS)
     except (OSError, TypeError) as error:
         raise BertkitError(f"{model_dir} holds a LoRA adapter whose base model {base!r} could not be loaded"
                            f"{_offline_hint()}: {str(error).splitlines()[0]} — make that model available, or "
                            "train with lora.merge=true") from None
-    return PeftModel.from_pretrained(model, model_dir).merge_and_unload()
+    with warnings.catch_warnings():  # peft calls a transformers method deprecated under it: not the user's to fix
+        warnings.simplefilter("ignore", FutureWarning)
+        return PeftModel.from_pretrained(model, model_dir).merge_and_unload()
 
 
 def _from_pretrained(model_class, model_dir: str):
@@ -494,4 +529,5 @@ __all__ = [
            "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
            "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
+           "pickled_state_refused",
            "TOKENIZER_FILES", "LOAD_PRECISION", "for_inference", "quantize_int8", "load_pretrained"]

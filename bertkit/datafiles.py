@@ -17,6 +17,7 @@ Label maps are in `bertkit.labels`; a split read, checked and label-encoded is `
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import difflib
@@ -169,17 +170,18 @@ def read_text(path: str) -> str:
         line = data.count(b"\n", 0, err.start) + 1
         raise BertkitError(
             f"{path} is not UTF-8: byte 0x{data[err.start]:02x} at offset {err.start} (line {line}) cannot be "
-            f"decoded{_encoding_guess(data)} — re-save the file as UTF-8"
+            f"decoded{encoding_guess(data)} — re-save the file as UTF-8"
         ) from None
     return text.removeprefix("\ufeff")
 
 
-def _encoding_guess(data: bytes) -> str:
-    """A hint for the two encodings users most often have by accident: Excel's 'Unicode text' and Chinese GBK."""
+def encoding_guess(data: bytes) -> str:
+    """A hint for the two encodings users most often have by accident: Excel's 'Unicode text' and Chinese GBK.
+    `data` may be a sample of a larger file (the mlm corpus reader passes one), cut anywhere."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return " (it is UTF-16, as Excel's 'Unicode Text' writes)"
     try:
-        text = data.decode("gb18030")
+        text = codecs.getincrementaldecoder("gb18030")().decode(data, final=False)  # a cut last character waits
     except UnicodeDecodeError:
         return ""
     if re.search("[\u4e00-\u9fff]", text):
@@ -616,6 +618,7 @@ def resolve_columns(
 
 __all__ = [
     "clip",
+    "encoding_guess",
     "listing",
     "remember_rows",
     "carry_rows",

@@ -30,8 +30,11 @@ ner `"text"`, qa `{"question", "context"}`, choice `{"context", "question", "opt
 
 import asyncio
 import contextlib
+import errno
 import math
 import queue
+import socket
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -86,6 +89,14 @@ def _text(value, where: str) -> str:
     return value
 
 
+def _filled(value, where: str) -> str:
+    """A text the task needs words in: an empty (or blank) one is refused, as `bertkit run` refuses it in training
+    data, instead of answered with a guess."""
+    if not _text(value, where).strip():
+        raise InputError(f"{where} is empty — give it some text (training refuses empty texts too)")
+    return value
+
+
 def _items(inputs, where: str = "inputs") -> list:
     """A request's inputs as a list: one input (a string or an object) or a list of them."""
     return list(inputs) if isinstance(inputs, list) else [inputs]
@@ -120,15 +131,16 @@ class ClassifyEndpoint:
     @staticmethod
     def one(value, where: str) -> tuple[str, str | None]:
         if isinstance(value, str):
-            return value, None
+            return _filled(value, where), None
         if isinstance(value, dict):
             if set(value) - {"text", "text_pair"} or "text" not in value:
                 raise InputError(f"{where}: an object input takes \"text\" (and \"text_pair\"), got "
                                  f"{sorted(value)}")
             pair = value.get("text_pair")
-            return _text(value["text"], f"{where}.text"), None if pair is None else _text(pair, f"{where}.text_pair")
+            return (_filled(value["text"], f"{where}.text"),
+                    None if pair is None else _filled(pair, f"{where}.text_pair"))
         if isinstance(value, list) and len(value) in (1, 2):
-            texts = [_text(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            texts = [_filled(v, f"{where}[{i}]") for i, v in enumerate(value)]
             return texts[0], texts[1] if len(texts) == 2 else None
         raise InputError(f"{where} must be a text, [text], [text, text_pair] or {{\"text\", \"text_pair\"}}")
 
@@ -183,7 +195,7 @@ class NerEndpoint:
         for i, value in enumerate(_items(inputs)):
             if isinstance(value, dict) and set(value) == {"text"}:
                 value = value["text"]
-            text = _text(value, f"inputs[{i}]")
+            text = _filled(value, f"inputs[{i}]")
             offsets = split_words(text, self.predictor.settings.split)
             sentences.append(Sentence([text[a:b] for a, b in offsets], None, f"inputs[{i}]", text, offsets))
         return sentences
@@ -225,8 +237,8 @@ class QAEndpoint:
             if not isinstance(value, dict) or not {"question", "context"} <= set(value) or \
                     set(value) - {"question", "context", "id"}:
                 raise InputError(f"{where} must be {{\"question\", \"context\"}} (and an optional \"id\")")
-            examples.append(QAExample(str(value.get("id", i)), _text(value["question"], f"{where}.question"),
-                                      _text(value["context"], f"{where}.context"), [], where))
+            examples.append(QAExample(str(value.get("id", i)), _filled(value["question"], f"{where}.question"),
+                                      _filled(value["context"], f"{where}.context"), [], where))
         return examples
 
     def chars(self, example) -> int:
@@ -813,17 +825,56 @@ def _clean(value):
     return value
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the model loads: a port in use, a port that cannot be one or a host that is
+    not this machine's is one line at once, not uvicorn's error (exit 3) after the whole model has loaded."""
+    if not 1 <= port <= 65535:
+        raise BertkitError(f"--port {port}: a port is a number in 1..65535 — e.g. --port 8000")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    except socket.gaierror as error:
+        raise BertkitError(f"--host {host}: not an address this machine can listen on ({error.strerror}) — use "
+                           "127.0.0.1 (this machine only) or 0.0.0.0 (every interface)") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise BertkitError(f"port {port} is in use — choose another --port (or stop the program that listens "
+                               "on it)") from None
+        if error.errno == errno.EACCES:
+            raise BertkitError(f"port {port} needs administrator rights (ports below 1024) — choose another --port, "
+                               "e.g. --port 8000") from None
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise BertkitError(f"--host {host} is not an address of this machine — use 127.0.0.1 (this machine "
+                               "only) or 0.0.0.0 (every interface)") from None
+        raise
+    return sock
+
+
 def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
           limits: Limits | None = None, log_level: str = "info") -> None:
-    """Load the run, then serve it with uvicorn until Ctrl-C / SIGTERM (queued requests are finished first)."""
+    """Bind the port, load the run, then serve it with uvicorn until Ctrl-C / SIGTERM (queued requests are finished
+    first)."""
     require_serve()
     import uvicorn
 
-    app = create_app(run_dir, precision, limits)
-    server = app.state.server
-    print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
+    (limits or Limits()).check()  # before the port and the model: a limit that cannot work is said first
+    sock = listening_socket(host, port)
+    try:
+        app = create_app(run_dir, precision, limits)
+        server = app.state.server
+        print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}", flush=True)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
+        runner = uvicorn.Server(config)
+        runner.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not runner.started:  # uvicorn said why on its log (as uvicorn.run exits 3)
+        sys.exit(3)
 
 
 __all__ = ["Limits", "InputError", "ENDPOINTS", "Batcher", "Stats", "Server", "create_app", "load_endpoint",
-           "serve", "require_serve"]
+           "listening_socket", "serve", "require_serve"]

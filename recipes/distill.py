@@ -15,6 +15,7 @@ student is a normal classify-style run directory: predict, evaluate, export and 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 import datasets
@@ -110,7 +111,10 @@ def load_data(cfg: Config, tokenizer, labels: LabelSpace):
 
 
 def load_teacher(cfg: Config):
-    path = checkpoints.resolve_model(cfg.teacher)
+    """The teacher, as predict loads a classify run: a full model, or a LoRA adapter (lora.merge=false) applied to its
+    base model and merged (not checked as model= is: a teacher is fine-tuned, not to be fine-tuned)."""
+    local = Path(cfg.teacher).expanduser()
+    path = str(local) if local.is_dir() else checkpoints.resolve_model(cfg.teacher)
     teacher = checkpoints.load_finetuned(BertkitForSequenceClassification, path, "distill teacher")
     if not isinstance(teacher, torch.nn.Module):  # an ONNX export has no layers to take
         raise BertkitError(f"teacher {cfg.teacher} is an ONNX export — give the run directory it was exported from")

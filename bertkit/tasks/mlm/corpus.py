@@ -43,6 +43,7 @@ import ctypes
 import errno
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -157,10 +158,15 @@ def read_lines(path: str, text_column: str | None = None, cache_dir: str | None 
 
 
 def _load(path: str, loader: str, options: dict, cache_dir: str | None) -> datasets.Dataset:
+    builders = logging.getLogger("datasets.packaged_modules")  # the csv / json builders log a failed read before
+    level = builders.level                                      # raising it: corpus_error says it in one line
+    builders.setLevel(logging.CRITICAL)
     try:
         table = datasets.load_dataset(loader, data_files=str(path), split="train", cache_dir=cache_dir, **options)
     except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
         raise corpus_error(path, loader, err, cache_dir) from None
+    finally:
+        builders.setLevel(level)
     release_mapped_pages(mapped_files(table))  # see cached_map
     return table
 
@@ -436,10 +442,22 @@ def first_invalid_utf8(path: str, chunk: int = 1 << 20) -> tuple[int, int, int] 
 
 
 def not_text_error(path: str) -> BertkitError:
+    from bertkit.datafiles import encoding_guess  # the classify reader's guess: UTF-16, GBK / GB18030
+
     found = first_invalid_utf8(path) if os.path.isfile(path) else None
     where = (f": byte offset {found[0]:,} (line {found[1]:,}) is 0x{found[2]:02x}" if found else "")
-    return BertkitError(f"{path} is not UTF-8 text{where} — a corpus is a UTF-8 text file: convert it (e.g. iconv "
-                        "-f latin1 -t utf-8), or check that data.train names the text and not a binary file")
+    guess = encoding_guess(_sample(path, found[0])) if found else ""
+    convert = "convert it" if guess else "convert it (e.g. iconv -f latin1 -t utf-8)"
+    return BertkitError(f"{path} is not UTF-8 text{where}{guess} — a corpus is a UTF-8 text file: {convert}, or "
+                        "check that data.train names the text and not a binary file")
+
+
+def _sample(path: str, offset: int, size: int = 1 << 16) -> bytes:
+    """Bytes to guess the encoding from: the file's start (where a BOM is) when the first bad byte is near it,
+    else from that byte on."""
+    with open(path, "rb") as handle:
+        handle.seek(0 if offset < size else offset)
+        return handle.read(size)
 
 
 def corpus_error(path: str, loader: str, err: BaseException, cache_dir: str | None) -> BertkitError:
