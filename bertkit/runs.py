@@ -299,17 +299,33 @@ def comparison_table(a: RunInfo, b: RunInfo) -> Table:
     return table
 
 
+def not_a_run(path: Path) -> str:
+    """What a path given as a run directory is instead."""
+    if not path.exists():
+        return f"{path} does not exist"
+    if not path.is_dir():
+        return f"{path} is a file, not a run directory"
+    if find_runs(path):
+        return f"{path} is a folder of runs, not one run"
+    return f"{path} is not a bertkit run (no {rundir.RUN_CONFIG_FILE} or {rundir.RECORD_FILE} in it)"
+
+
 def show_runs(paths: list[str], sort: str = "date") -> None:
     """What `bertkit runs` prints (to stdout): one folder -> its runs in a table; two run directories -> the
     comparison of the two."""
     from rich.console import Console
 
     out = Console()
-    if len(paths) == 2 and all(rundir.is_bertkit_run(Path(p)) for p in paths):
+    if len(paths) == 2:
+        for path in paths:  # the one of the two that is not a run, said as what it is
+            if not rundir.is_bertkit_run(Path(path)):
+                raise BertkitError(f"{not_a_run(Path(path))} — bertkit runs A B compares two run directories (each "
+                                   "a run's output_dir); bertkit runs FOLDER lists the runs in a folder")
         out.print(comparison_table(read_run(paths[0]), read_run(paths[1])))
         return
     if len(paths) != 1:
-        raise BertkitError("give one folder of runs (default runs/), or two run directories to compare")
+        raise BertkitError(f"{len(paths)} paths given — give one folder of runs (default runs/), or two run "
+                           "directories to compare")
     folder = Path(paths[0])
     runs = sort_runs([read_run(path) for path in find_runs(folder)], sort)
     if not runs:
