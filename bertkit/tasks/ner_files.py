@@ -293,6 +293,32 @@ def _read_jsonl_sentences(path: str, split: str, labelled: bool, skips: _Skips) 
     return sentences
 
 
+TABLE_NAMES = {"text", "label", "labels", "sentence", "review", "content"}
+
+
+def _looks_like_table(path: str) -> bool:
+    """A classification table given where CoNLL is read: a parquet file, or a first line of comma- or tab-separated
+    column names, one of them a text or label column, whose last cell is not a tag (a CoNLL .tsv of `word<TAB>O`
+    lines is CoNLL)."""
+    if Path(path).suffix.lower() == ".parquet":
+        return True
+    with open(path, "rb") as handle:
+        first = handle.readline(4096).decode("utf-8", "replace").strip()
+    for separator in (",", "\t"):
+        names = [name.strip().strip('"') for name in first.split(separator)]
+        if len(names) >= 2 and TABLE_NAMES & {name.lower() for name in names} and not _is_tag(names[-1]):
+            return True
+    return False
+
+
+def _is_tag(text: str) -> bool:
+    try:
+        split_tag(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_conll(path: str, format: str) -> bool:
     if format != "auto":
         return format == "conll"
@@ -353,6 +379,12 @@ def read_examples(path: str, options: ReadOptions | None = None, labelled: bool 
     if not Path(path).is_file():
         raise BertkitError(f"no such file: {path} — check the path")
     skips = _Skips(options.skip_bad)
+    if labelled and _is_conll(path, options.format) and _looks_like_table(path):
+        raise BertkitError(f"{path} looks like a classification table (columns such as text,label: one label per "
+                           "row), and ner needs a tag per word — write CoNLL (.conll: a token and its tag on each "
+                           'line, a blank line between sentences) or JSONL ({"tokens": [...], "tags": [...]} or '
+                           '{"text": ..., "entities": [{"start", "end", "type"}]}); for a label per text use '
+                           "bertkit run classify")
     if _is_conll(path, options.format):
         sentences = _read_conll(path, labelled)
     else:
