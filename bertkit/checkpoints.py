@@ -19,7 +19,7 @@ from .console import describe_loading, mode, quiet_load_report
 from .errors import BertkitError
 from .families import family_of, implementation_for, layer_of, num_layers
 from .families import model_class as model_class_for
-from .onnx_model import is_onnx_export, load_onnx_model
+from .onnx_model import check_graphs, is_onnx_export, load_onnx_model
 from .precision import resolve_precision
 from .rundir import check_finished, check_weights, model_task, read_config_json
 
@@ -442,6 +442,7 @@ def load_finetuned(model_class, model_dir: str, recipe: str):
     require_task(model_dir, model_class.__name__.removeprefix("Bertkit"), f"{recipe} predict/evaluate")
     precision = LOAD_PRECISION.get()
     if is_onnx_export(model_dir):  # `bertkit export` output: run by ONNX Runtime
+        check_graphs(model_dir)  # a graph cut short: said as such, not as a mixed run without model.safetensors
         check_finished(model_dir, f"{recipe} predict/evaluate")
         return load_onnx_model(model_dir, precision)
     check_model_dir(model_dir, f"{recipe} predict/evaluate")

@@ -17,7 +17,7 @@ from .errors import BertkitError, require_packages
 from .families import implementation_for
 from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
                             BertkitForTokenClassification)
-from .rundir import model_task, read_config_json
+from .rundir import RECORD_FILE, model_task, read_config_json
 
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
@@ -62,13 +62,41 @@ def is_onnx_export(model_dir: str | Path) -> bool:
     return (Path(model_dir) / EXPORT_FILE).is_file()
 
 
+def check_graphs(export_dir: str | Path) -> None:
+    """Every graph file an export lists there, and as long as the export wrote it (its completion record says): a
+    copy cut short is named as such, before anything else about the directory is judged."""
+    export_dir = Path(export_dir)
+    try:
+        files = json.loads((export_dir / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
+        recorded = json.loads((export_dir / RECORD_FILE).read_text(encoding="utf-8")).get("files", {}) \
+            if (export_dir / RECORD_FILE).is_file() else {}
+    except (ValueError, AttributeError):
+        return  # an unreadable record or export file: the finished-run check says so
+    for name in files.values() if isinstance(files, dict) else []:
+        path, size = export_dir / name, (recorded.get(name) or {}).get("size")
+        if not path.is_file():
+            raise BertkitError(f"{path} is missing from the ONNX export {export_dir} — export again: bertkit export "
+                               "RUN_DIR")
+        if isinstance(size, int) and path.stat().st_size != size:
+            raise BertkitError(f"{path} is {path.stat().st_size:,} bytes, and the export wrote {size:,}: it is "
+                               "truncated or damaged (an interrupted copy?) — copy it again, or export again: "
+                               "bertkit export RUN_DIR")
+
+
 def session(path: str | Path, threads: int | None = None):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - onnxruntime's InvalidProtobuf / Fail / InvalidGraph: a bad file
+        if not Path(path).is_file() or type(error).__module__.split(".")[0] != "onnxruntime":
+            raise
+        first = (str(error).splitlines() or [""])[0][:160]
+        raise BertkitError(f"{path} cannot be read by ONNX Runtime ({type(error).__name__}: {first}): it is "
+                           "truncated or damaged — copy it again, or export again: bertkit export RUN_DIR") from None
 
 
 class OnnxModel:
@@ -163,4 +191,5 @@ def load_onnx_embedder(export_dir: str, precision: str = "fp32") -> OnnxEmbedder
 
 
 __all__ = ["OnnxModel", "load_onnx_model", "OnnxEmbedder", "load_onnx_embedder", "is_onnx_export", "require_onnx",
-           "head_of", "Head", "HEADS", "session", "ONNX_FILE", "INT8_FILE", "EXPORT_FILE", "INPUT_NAMES"]
+           "head_of", "check_graphs", "Head", "HEADS", "session", "ONNX_FILE", "INT8_FILE", "EXPORT_FILE",
+           "INPUT_NAMES"]
