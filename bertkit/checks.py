@@ -280,11 +280,15 @@ def check_repeated_training(tune, resume, has_eval: bool) -> None:
 
 def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True) -> None:
     """The checks every recipe shares beyond its options' own (bertkit/options.py): `train:` step counts and
-    combinations, early stopping against them, a search or seed band against the dev split, and the paths (model
-    unless `model=False`, data files, which may be Hub datasets when `hub_data`)."""
+    combinations, the distributed engines' settings (bertkit/distributed.py), early stopping against them, a search
+    or seed band against the dev split, and the paths (model unless `model=False`, data files, which may be Hub
+    datasets when `hub_data`)."""
+    from .distributed import check_distributed_config  # torch and transformers: only when a config is checked
+
     check_repeated_training(cfg.tune, cfg.run.resume, has_eval)
     check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
+    check_distributed_config(cfg.train, cfg.run.precision)
     check_trainer_settings(cfg, has_eval)
     if model:
         check_model(cfg.model)

@@ -508,6 +508,8 @@ def _train_adapter(name: str) -> pydantic.TypeAdapter:
     """A TrainingArguments field's annotation as pydantic checks it: `SchedulerType | str` and `choices`
     metadata narrowed to their values (a typo gets the closest one)."""
     tp, f = _train_fields()[name]
+    if name == "fsdp":  # annotated `str | None`, but `fsdp=True` is its current form (the string is deprecated)
+        tp = bool | str | None
     args = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
     choices = list(f.metadata.get("choices", ())) or [
         member.value for arg in args if isinstance(arg, type) and issubclass(arg, enum.Enum) for member in arg]

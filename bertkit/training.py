@@ -31,6 +31,7 @@ import yaml
 from . import rundir
 from .config import config_to_dict
 from .console import is_main_process, mode, run_log, run_summary, say, use_display
+from .distributed import ShardingCheck, check_launch, engine_arguments
 from .errors import BertkitError
 from .families import check_fp16, family_of, position_limit
 from .hub import push_finished_run
@@ -64,6 +65,7 @@ class FineTuningTrainer(transformers.Trainer):
         check_optimizer(self.args, llrd, head_lr)  # now, not when training starts and an old run is gone
         self.llrd, self.head_lr = llrd, head_lr
         self.add_callback(LossGuard(self))  # a NaN / exploding loss stops the run: no completion record (LossGuard)
+        self.add_callback(ShardingCheck())  # train.fsdp: the sharding said once, or the run refused (distributed)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:
@@ -132,7 +134,9 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
     evaluation and checkpoint each epoch with best-model selection when there is a dev split."""
     flags, message = resolve_precision(precision)
     say(message)
-    args = {**trainer_kwargs(train, output_dir, seed, has_eval, metric_for_best, greater_is_better), **flags}
+    check_launch(train)  # fsdp / deepspeed: runs here, or one line saying why not (bertkit/distributed.py)
+    args = {**trainer_kwargs(train, output_dir, seed, has_eval, metric_for_best, greater_is_better), **flags,
+            **engine_arguments(train)}
     args.setdefault("disable_tqdm", mode() != "verbose")  # bertkit's display instead (console.use_display)
     if has_eval and args.get("dataloader_drop_last"):
         say("warning: train.dataloader_drop_last=true drops the dev set's last incomplete batch too (Trainer "
