@@ -114,6 +114,10 @@ class Issue:
 
 
 def check_fold_count(folds: int, count: int, unit: str, path: str) -> None:
+    if count < 2:
+        held = f"{count} {unit if count != 1 else unit[:-1]}"
+        raise BertkitError(f"data.train {path} holds {held}: an audit judges each by a model trained on the others, "
+                           "so it needs at least 2 (and a few dozen to mean much) — audit a larger file")
     if folds > count:
         raise BertkitError(f"audit.folds={folds} is more than the {count} {unit} of data.train {path} — set "
                            f"audit.folds={max(2, count)} or fewer")
@@ -628,6 +632,7 @@ def audit(recipe: str, module, cfg, options: AuditOptions, overrides: list[str],
                         rows=np.array([len(b) for b in blocks]), labels=np.array(task.names))
     issues, relabel = task.issues(predictions)
     flagged = {issue.row for issue in issues}
+    check_not_all_flagged(task, len(flagged), task.agreement(predictions), out)
     files = {"label_issues": out / ISSUES_FILE,
              "without_issues": task.write([r for r in range(task.size) if r not in flagged],
                                           out / f"{WITHOUT}{task.suffix}"),
@@ -637,6 +642,20 @@ def audit(recipe: str, module, cfg, options: AuditOptions, overrides: list[str],
     summary = summarize(recipe, task, issues, options.folds, files, commands, cfg.run.seed, task.agreement(predictions))
     write_json(out / SUMMARY_FILE, summary, "the audit summary")
     return summary
+
+
+def check_not_all_flagged(task, flagged: int, agreement: tuple[float, float], out: Path) -> None:
+    """Every row flagged: the fold models learned nothing to judge by, and the cleaned file would be empty (with a
+    retrain command on it). Said, and the audit stops before writing the cleaned files."""
+    if flagged < task.size:
+        return
+    judged = judges(agreement)
+    what = "tag" if task.unit == "sentences" else "label"
+    raise BertkitError(f"every one of the {task.size} {task.unit} of {task.path} was flagged: the fold models learned "
+                       f"nothing to judge by (they agree with the given {what}s on {judged['accuracy']:.1%}; always "
+                       f"the commonest: {judged['chance']:.1%}), so no cleaned file was written — train the folds "
+                       "longer (train.num_train_epochs=...) or with a larger learning rate, then audit again "
+                       f"(overwrite=true replaces {out})")
 
 
 def judges_line(judged: dict, unit: str) -> str:
