@@ -29,6 +29,7 @@ import transformers
 import yaml
 
 from . import rundir
+from .checkpoints import pickled_state_refused
 from .config import config_to_dict
 from .console import is_main_process, mode, run_log, run_summary, say, use_display
 from .distributed import ShardingCheck, check_launch, engine_arguments
@@ -378,7 +379,7 @@ class Run:
         say(f"model: {self.implementation} ({model_class_of(trainer.model)})")
         trainer.add_callback(ReportCallback(self.output_dir))
         use_display(trainer)
-        with rundir.disk_full_guard(self.cfg.run.output_dir, "a checkpoint"):
+        with rundir.disk_full_guard(self.cfg.run.output_dir, "a checkpoint"), pickled_state_refused(checkpoint):
             yield checkpoint
 
     def results(self, metrics: dict, train_result, **entries) -> dict:
@@ -469,7 +470,10 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
         raise BertkitError(f"resume=true but no checkpoint in {output_dir} is complete (newest: {checkpoints[0].name}"
                            f", {rundir.checkpoint_problem(checkpoints[0])}) — rerun with overwrite=true")
     if not Path(resume).is_dir():
-        raise BertkitError(f"resume checkpoint {resume} does not exist — give a checkpoint-* directory or resume=true")
+        from .checks import resume_path_problem
+
+        raise BertkitError(f"resume: {resume_path_problem(str(resume))} — give a checkpoint-* directory or "
+                           "resume=true")
     problem = rundir.checkpoint_problem(Path(resume))
     if problem:
         raise BertkitError(f"resume checkpoint {resume} is incomplete ({problem}) — give an earlier checkpoint-* "
