@@ -203,6 +203,12 @@ def _yaml(data) -> str:
 
 # ---------------------------------------------------------------------------------------------------- models
 
+def at_least(value: int, minimum: int, option: str, meaning: str) -> None:
+    """A number option that cannot work below `minimum` (a batch of 0 rows), refused before anything loads."""
+    if value < minimum:
+        raise BertkitError(f"{option} {value}: must be at least {minimum} — {meaning}")
+
+
 def task_module(model_dir: str) -> ModuleType:
     """The task module that predicts / evaluates the fine-tuned model in `model_dir` (tasks.module_for_model)."""
     from .tasks import module_for_model
@@ -242,6 +248,7 @@ def predict(
     from .tasks.classify import check_min_confidence
 
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
+    at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
     # bertkit's bar over examples, not transformers' bars; --force reaches the task's output check
     with console_session(), inference_precision(precision), replacing_allowed(force):
         module = task_module(model_dir)
@@ -272,6 +279,7 @@ def evaluate(
     from .report import record_evaluation
     from .rundir import replacing_allowed
 
+    at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
     with console_session(), inference_precision(precision), replacing_allowed(force):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
         report = record_evaluation(model_dir, input_file, metrics)
@@ -314,6 +322,7 @@ def inspect_command(
     from .console import summary, warn
     from .inspection import coverage_table, inspect_data, label_rows
 
+    at_least(max_length, 8, "--max-length", "tokens per example, as data.max_length: e.g. --max-length 128")
     report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
     summary(f"{train_file}: {report['rows']} rows", {
         **{f"column {k}": v for k, v in report["columns"].items() if v},
