@@ -128,3 +128,78 @@ def test_chunked_evaluation_counts_each_document_once_across_processes(no_dropou
     single = launch(1, [a.replace(str(tmp_path / "two"), str(tmp_path / "one")) for a in args])
     assert single.returncode == 0, single.stderr[-3000:]
     assert json.loads((tmp_path / "one" / "metrics.json").read_text())["eval"]["documents"] == 7
+
+
+# ---------------------------------------------------------------------------------------------- several nodes
+
+
+def start_nodes(args: list[str], cwds: list[Path], logs: Path) -> list[subprocess.Popen]:
+    """`bertkit ARGS` as 2 "nodes" of 1 process on 127.0.0.1: one torchrun agent per node (--nnodes 2 --node_rank K),
+    each in its own working directory, as on two machines sharing only the output_dir's filesystem."""
+    port, nodes = free_port(), []
+    for rank, cwd in enumerate(cwds):
+        cwd.mkdir(exist_ok=True)
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+                   "--node_rank", str(rank), "--master_addr", "127.0.0.1", "--master_port", str(port),
+                   "-m", "bertkit", *args]
+        nodes.append(subprocess.Popen(command, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                                      stderr=open(logs / f"node{rank}.log", "w")))
+    return nodes
+
+
+@pytest.mark.slow
+def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir, sentiment, tmp_path):  # noqa: F811
+    data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
+    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
+                                                  "train.per_device_train_batch_size=8")])
+    assert single.returncode == 0, single.stderr[-3000:]
+    cwds = [tmp_path / "machine0", tmp_path / "machine1"]
+    nodes = start_nodes(["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", *data,
+                                                    "train.per_device_train_batch_size=4")], cwds, tmp_path)
+    codes = [node.wait(timeout=600) for node in nodes]
+    logs = [(tmp_path / f"node{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert_same_weights(tmp_path / "one", tmp_path / "two")
+    assert (tmp_path / "two" / "bertkit_run.json").is_file()  # finished: the completion record
+    # written once: rank 0 printed the summary; nothing written into either node's working directory
+    assert sum(log.count("dev metrics") for log in logs) == 1
+    assert [list(cwd.iterdir()) for cwd in cwds] == [[], []]
+
+
+@pytest.mark.slow
+def test_a_lost_node_stops_the_survivor_and_resume_continues(no_dropout_model_dir, sentiment, tmp_path):  # noqa: F811
+    """Node 1 killed (agent and worker) once a checkpoint is complete: node 0 exits non-zero within seconds with a
+    line naming the lost peer (gloo sees the connection reset; a hung peer would wait train.ddp_timeout, 1800 s by
+    default); both nodes rerun with resume=true continue from the last complete checkpoint and finish."""
+    import time
+
+    import psutil
+
+    out = tmp_path / "run"
+    args = ["run", "classify", *common(no_dropout_model_dir, out, f"data.train={sentiment['train']}",
+                                       f"data.eval={sentiment['dev']}", "train.per_device_train_batch_size=4",
+                                       "train.num_train_epochs=40", "train.save_strategy=steps", "train.save_steps=6",
+                                       "train.eval_strategy=steps", "train.eval_steps=6")]
+    cwds = [tmp_path / "machine0", tmp_path / "machine1"]
+    nodes = start_nodes(args, cwds, tmp_path)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint-12").is_dir() and time.monotonic() < deadline and nodes[0].poll() is None:
+        time.sleep(0.2)
+    assert (out / "checkpoint-12").is_dir(), (tmp_path / "node0.log").read_text()[-3000:]
+    agent = psutil.Process(nodes[1].pid)
+    for process in [*agent.children(recursive=True), agent]:  # the whole node: its agent and its worker
+        process.kill()
+    lost = time.monotonic()
+    code = nodes[0].wait(timeout=120)
+    waited = time.monotonic() - lost
+    log = (tmp_path / "node0.log").read_text()
+    assert code != 0 and waited < 60, (code, waited)
+    assert "Connection reset by peer" in log or "Connection closed by peer" in log, log[-3000:]
+    assert not (out / "bertkit_run.json").exists()  # unfinished, visibly
+
+    resumed = start_nodes([*args, "resume=true"], cwds, tmp_path)
+    codes = [node.wait(timeout=600) for node in resumed]
+    log = (tmp_path / "node0.log").read_text()
+    assert codes == [0, 0], log[-3000:]
+    assert "resuming from" in log and "checkpoint-" in log.split("resuming from")[1][:200]
+    assert (out / "bertkit_run.json").is_file()
