@@ -197,11 +197,26 @@ def everything_low(value: float | None, metric: str) -> Symptom | None:
                    "([UNK] rate, tokens kept by truncation), or try a model of the domain", [])
 
 
-def inspect_command(config: dict) -> str:
-    data = config.get("data") or {}
-    dev = f" --dev {data['eval']}" if data.get("eval") else ""
-    return (f"bertkit inspect {data.get('train', 'TRAIN_FILE')}{dev} --model {config.get('model', 'MODEL')} "
+def inspect_command(config: dict, gone: dict[str, str] | None = None) -> str:
+    """`bertkit inspect` on the run's data; a file in `gone` (key -> path, see `gone_data_files`) is a placeholder."""
+    data, gone = config.get("data") or {}, gone or {}
+    train = "TRAIN_FILE" if "data.train" in gone else data.get("train", "TRAIN_FILE")
+    dev = f" --dev {'DEV_FILE' if 'data.eval' in gone else data['eval']}" if data.get("eval") else ""
+    return (f"bertkit inspect {train}{dev} --model {config.get('model', 'MODEL')} "
             f"--max-length {data.get('max_length') or 128}")
+
+
+PLACEHOLDERS = {"data.train": "TRAIN_FILE", "data.eval": "DEV_FILE"}
+
+
+def gone_data_files(config: dict) -> dict[str, str]:
+    """The run's training / dev files that are not there any more (key -> path as the config names it): a command
+    that names one would fail, so the commands name a placeholder and a note says which file it stands for."""
+    from .datafiles import looks_like_hub_name
+
+    data = config.get("data") or {}
+    return {f"data.{key}": str(data[key]) for key in ("train", "eval")
+            if data.get(key) and not Path(str(data[key])).is_file() and not looks_like_hub_name(str(data[key]))}
 
 
 # ------------------------------------------------------------------------------------------- data suspicions
@@ -318,9 +333,13 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
                                 "training-curve checks were skipped"]
     symptoms = curve_symptoms(history, metric, config.get("train") or {})
     final = metrics["eval"].get(metric) if isinstance(metrics.get("eval"), dict) else None
+    gone = gone_data_files(config)
     if symptom := everything_low(final if isinstance(final, (int, float)) else None, metric):
-        symptom.commands = [inspect_command(config)]
+        symptom.commands = [inspect_command(config, gone)]
         symptoms.append(symptom)
+    notes += [f"the run's {'dev' if key == 'data.eval' else 'training'} file {path} is not there any more: "
+              f"{PLACEHOLDERS[key]} in the commands stands for it — give the file you have"
+              for key, path in gone.items()]
     diagnosis = Diagnosis(str(run_dir), symptoms, notes=notes)
     losses, evaluations = train_losses(history), [entry for entry in history if "eval_runtime" in entry]
     if history:
@@ -334,8 +353,9 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
         diagnosis.not_checked.append(f"the dev predictions: {skipped}")
     else:
         suspect_data(diagnosis, dev_predictions(str(run_dir), dev_file))
+    replaced = [f"{key}={PLACEHOLDERS[key]}" for key in gone]  # the saved config names the files that are gone
     for symptom in diagnosis.symptoms:
-        symptom.commands = [c if c.startswith("bertkit ") else rerun_command(run_dir, recipe, c)
+        symptom.commands = [c if c.startswith("bertkit ") else rerun_command(run_dir, recipe, c, *replaced)
                             for c in symptom.commands]
     return diagnosis
 
@@ -410,5 +430,6 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
 __all__ = ["Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
            "loss_not_falling", "overfitting", "dev_not_improving", "jumping_metric", "everything_low", "chance_warning",
            "confident_errors", "dev_predictions", "read_run", "curve_symptoms", "diagnose", "suspect_data",
-           "blame_the_data", "report_lines", "rerun_command", "inspect_command", "overfitting_commands",
+           "blame_the_data", "report_lines", "rerun_command", "inspect_command",
+           "gone_data_files", "overfitting_commands",
            "jumping_commands"]

@@ -145,7 +145,9 @@ def fake_run(path, log, eval_metrics, train=None):
     return str(path)
 
 
-def test_a_run_directory_without_dev_predictions(tmp_path):
+def test_a_run_directory_without_dev_predictions(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the training file the fake runs name is there (one that is gone: test_errors_round3)
+    (tmp_path / "t.csv").write_text("text,label\n")
     sick = fake_run(tmp_path / "sick", history(FLAT, [(0.33, 0.7), (0.33, 0.7)]), {"macro_f1": 0.33})
     report = dx.diagnose(sick, predict=False)
     assert [s.name for s in report.symptoms] == ["training loss not falling", "everything low"]
