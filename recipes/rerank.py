@@ -5,8 +5,8 @@
 
 Training rows are (query, passage, label 0/1 or a score in [0, 1]) or query groups (query, positive(s),
 negative(s); FlagEmbedding's {"query", "pos": [...], "neg": [...]}), read by bertkit/tasks/retrieval_files.py. A
-file with positives only gets `negatives_per_query` negatives mined for each query from the training and dev
-passages (and data.corpus): BM25, plus the first_stage embed model when one is given. Losses: bce
+file with positives only gets `negatives_per_query` negatives mined for each query from the training passages
+(and data.corpus; never the dev passages): BM25, plus the first_stage embed model when one is given. Losses: bce
 (BinaryCrossEntropyLoss, a row per pair) or a listwise loss over each query's group (lambda: LambdaLoss, listnet:
 ListNetLoss).
 
@@ -31,7 +31,7 @@ from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, L
 
 from bertkit import BertkitForSequenceClassification, checkpoints, checks, families, options, tasks, training
 from bertkit.config import INLINE
-from bertkit.console import say
+from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
@@ -99,7 +99,9 @@ def load_data(cfg: Config):
     dev = task.read_examples(cfg.data.eval, cfg.data.columns, allow_no_positive=True) if cfg.data.eval else None
     corpus = read_corpus(cfg.data.corpus) if cfg.data.corpus else []
     if train.kind == "pairs" and not train.has_negatives and cfg.negatives_per_query:
-        passages = distinct_texts(train.rows + (dev.rows if dev else []), corpus)
+        # never the dev passages: mined as negatives of training queries they put the dev set into training and
+        # teach its answers as irrelevant (on the en_qa sample 81 of 208 mined negatives were dev paragraphs)
+        passages = distinct_texts(train.rows, corpus)
         embed = cfg.first_stage != "bm25"
         if embed:  # the embed model ranks too (sentence-transformers' mine_hard_negatives), BM25 fills up
             from sentence_transformers import SentenceTransformer
@@ -168,15 +170,21 @@ def main(cfg: Config) -> dict:
     metrics = final_metrics(trainer.model, dev, args.per_device_eval_batch_size) if dev else {}
     if metrics:
         task.say_metrics(metrics)
+    worse = task.worse_than_first_stage(metrics) if metrics else None  # repeated after the summary table
     setattr(trainer.model[0].model.config, tasks.SETTINGS_KEY, tasks.settings_dict(settings(cfg)))
-    results = run.results(metrics, train_result, selection_metric="ndcg@10", loss=cfg.loss)
+    results = run.results(metrics, train_result, selection_metric="ndcg@10", loss=cfg.loss,
+                          **({"warnings": [worse]} if worse else {}))
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # CrossEncoder.save_pretrained: the stock layout
         run.save_files(trainer, results, "ndcg@10")  # metrics.json, curve, resolved config, model card
     rows = {f"{name} (first stage -> reranked)": f"{metrics[f'first_stage_{name}']:.4f} -> {metrics[name]:.4f}"
             for name in task.REPORTED} if metrics else {}
+    if worse:
+        rows["warning"] = f"re-ranking is WORSE than {cfg.first_stage} alone (see below)"
     training.report(cfg, "rerank", f"rerank: {cfg.loss} loss, dev re-ranking of the {cfg.first_stage} top-"
                     f"{cfg.eval.top_k}", {**rows, "wall time (s)": results["wall_time_s"]}, run.output_dir)
+    if worse:
+        warn(worse)
     return results
 
 

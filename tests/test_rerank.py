@@ -111,3 +111,30 @@ def test_an_empty_query_or_passage_is_one_line_naming_the_line(tmp_path, tiny_mo
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "bad.jsonl" in lines[0] and words in lines[0] and "empty" in lines[0], lines
     assert "Traceback" not in result.stderr
+
+
+def test_a_reranker_worse_than_its_first_stage_says_so_in_the_summary_and_metrics_json(tmp_path, tiny_model_dir):
+    """BM25 ranks these dev questions perfectly (each names its topic); a random tiny model trained one step at a
+    tiny rate re-ranks them worse: the run must say so, by how much and what to try, not pass it off as a result."""
+    write_jsonl(tmp_path / "train.jsonl", question_rows(TOPICS[:5]))
+    write_jsonl(tmp_path / "dev.jsonl", question_rows(TOPICS))
+    result = bertkit("run", "rerank", f"model={tiny_model_dir}", "data.train=train.jsonl", "data.eval=dev.jsonl",
+                     "output_dir=run", "data.max_length=48", "precision=fp32", "negatives_per_query=2",
+                     "train.max_steps=1", "train.learning_rate=1.0e-7", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics = saved["eval"]
+    assert metrics["first_stage_ndcg@10"] == 1.0 and metrics["ndcg@10"] < 1.0
+    [warning] = saved["warnings"]
+    assert "WORSE" in warning and f"{1.0 - metrics['ndcg@10']:.4f} lower" in warning and "cross-encoder" in warning
+    console = " ".join((result.stdout + result.stderr).split())
+    assert "warning" in console and f"({1.0 - metrics['ndcg@10']:.4f} lower)" in console
+
+
+def test_no_warning_when_re_ranking_matches_the_first_stage():
+    from bertkit.tasks.rerank import worse_than_first_stage
+
+    metrics = {"first_stage_ndcg@10": 0.9, "ndcg@10": 0.9, "first_stage_mrr@10": 0.8, "mrr@10": 0.85,
+               "first_stage": "bm25", "top_k": 20}
+    assert worse_than_first_stage(metrics) is None
+    assert "0.1000 lower" in worse_than_first_stage({**metrics, "ndcg@10": 0.8})

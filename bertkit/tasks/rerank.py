@@ -293,6 +293,19 @@ def say_metrics(metrics: dict) -> None:
         + ", ".join(f"{name} {metrics[f'first_stage_{name}']:.4f} -> {metrics[name]:.4f}" for name in REPORTED))
 
 
+def worse_than_first_stage(metrics: dict) -> str | None:
+    """The warning of a reranker that leaves NDCG@10 below its own first stage's (None when it does not): how much
+    lower, and what to try. A model that makes the ranking worse must not pass for a result."""
+    before, after = metrics["first_stage_ndcg@10"], metrics["ndcg@10"]
+    if after >= before:
+        return None
+    return (f"re-ranking made the {metrics['first_stage']} top-{metrics['top_k']} WORSE: NDCG@10 {before:.4f} -> "
+            f"{after:.4f} ({before - after:.4f} lower), MRR@10 {metrics['first_stage_mrr@10']:.4f} -> "
+            f"{metrics['mrr@10']:.4f} — do not deploy this model over {metrics['first_stage']} alone; train more "
+            "(train.num_train_epochs, a higher train.learning_rate / head_lr for a new head, more data or "
+            "negatives_per_query) or start from a trained cross-encoder (model=cross-encoder/ms-marco-MiniLM-L6-v2)")
+
+
 def warn_mined(mined, wanted: int) -> None:
     """The warnings of mining: near-duplicates of a positive among the negatives, queries that got fewer."""
     if mined.near_duplicates:
@@ -305,4 +318,5 @@ def warn_mined(mined, wanted: int) -> None:
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "first_stage_dev", "embed_for_first_stage",
-           "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics", "warn_mined"]
+           "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics", "worse_than_first_stage",
+           "warn_mined"]
