@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import re
 import shutil
@@ -92,9 +93,33 @@ _NOT_SCANNED = {"tokenizer.json", "vocab.txt"}  # vocabularies: large, and hold 
 
 
 def select_files(model_dir: Path) -> list[str]:
-    """Names of the top-level files of `model_dir` that a push uploads, sorted."""
+    """Names of the top-level files of `model_dir` that a push uploads, then those of its sentence-transformers
+    module folders (module_files), sorted."""
     names = sorted(p.name for p in model_dir.iterdir() if p.is_file())
-    return list(filter_repo_objects(names, allow_patterns=ALLOW_PATTERNS, ignore_patterns=IGNORE_PATTERNS))
+    top = filter_repo_objects(names, allow_patterns=ALLOW_PATTERNS + SENTENCE_TRANSFORMERS_FILES,
+                              ignore_patterns=IGNORE_PATTERNS)
+    return sorted([*top, *module_files(model_dir)])
+
+
+# A sentence-transformers folder (an embed run): what SentenceTransformer(repo) reads besides the model's own files.
+SENTENCE_TRANSFORMERS_FILES = ["modules.json", "config_sentence_transformers.json", "sentence_bert_config.json"]
+
+
+def module_files(model_dir: Path) -> list[str]:
+    """The files of the module folders a sentence-transformers modules.json names ("1_Pooling/config.json",
+    "2_Normalize/config.json"; a Dense module's weights), one level deep and filtered as top-level files are: the
+    only files below the top level that a push uploads."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    folders = {str(m.get("path") or "") for m in modules if isinstance(m, dict)} if isinstance(modules, list) else ()
+    files = []
+    for folder in sorted(f for f in folders if re.fullmatch(r"\d+_[\w.-]+", f) and (model_dir / f).is_dir()):
+        names = sorted(p.name for p in (model_dir / folder).iterdir() if p.is_file())
+        kept = filter_repo_objects(names, allow_patterns=ALLOW_PATTERNS, ignore_patterns=IGNORE_PATTERNS)
+        files += [f"{folder}/{name}" for name in kept]
+    return files
 
 
 def check_model_dir(model_dir: Path) -> list[str]:
@@ -145,6 +170,7 @@ def _staged(model_dir: Path, files: list[str], readme: str | None) -> Iterator[P
         stage = Path(tmp)
         for name in files:
             source = (model_dir / name).resolve()
+            (stage / name).parent.mkdir(exist_ok=True)  # a sentence-transformers module folder (module_files)
             try:
                 os.symlink(source, stage / name)
             except OSError:  # e.g. Windows without symlink rights
@@ -304,7 +330,9 @@ def _checked_upload(model_dir: Path, token: str | None) -> tuple[list[str], str]
         raise BertkitError("no Hub token found: pass --token, set HF_TOKEN, or run `hf auth login`")
     _check_no_secrets(model_dir, files, token or get_token())
     # A bertkit run: finished, and every file that goes up is one its completion record lists, unchanged.
-    check_finished(model_dir, "push", must_be_recorded=[name for name in files if name != "README.md"])
+    # (the record lists top-level files: a module folder's small configs are not in it)
+    check_finished(model_dir, "push", must_be_recorded=[name for name in files if name != "README.md"
+                                                         and "/" not in name])
     # What goes up must load: config.json valid, every weights file whole (0-byte / truncated ones are refused).
     if "config.json" in files:
         read_config_json(model_dir / "config.json")
@@ -346,9 +374,10 @@ def push_model(
                 folder_path=folder,
                 revision=revision,
                 commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
-                allow_patterns=list(ALLOW_PATTERNS),
-                # A copy: upload_folder appends its defaults to the list it is given.
-                ignore_patterns=list(IGNORE_PATTERNS),
+                allow_patterns=ALLOW_PATTERNS + SENTENCE_TRANSFORMERS_FILES + [n for n in files if "/" in n],
+                # A copy: upload_folder appends its defaults to the list it is given. The stage holds only the
+                # selected files, so "*/*" is dropped for a sentence-transformers folder's module files.
+                ignore_patterns=[p for p in IGNORE_PATTERNS if p != "*/*" or not any("/" in n for n in files)],
             )
     return NO_CHANGES if info.oid == head else info.commit_url
 

@@ -90,6 +90,25 @@ def read_metrics(path: Path) -> dict[str, float]:
     return metrics
 
 
+def embedding_model(model_dir: Path) -> dict | None:
+    """What a sentence-transformers embedding folder (an embed run: modules.json with a Pooling module) says of
+    itself: pooling, normalised, vector size and its non-empty prompts ("query", "document"); None for any other
+    folder (a cross-encoder's modules.json has no Pooling)."""
+    modules = _read_json(model_dir / "modules.json") if (model_dir / "modules.json").is_file() else None
+    modules = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    pooling = next((m for m in modules if str(m.get("type", "")).endswith(".Pooling")), None)
+    if pooling is None:
+        return None
+    path = model_dir / str(pooling.get("path", "1_Pooling")) / "config.json"
+    config = _read_json(path) if path.is_file() else {}
+    saved = model_dir / "config_sentence_transformers.json"
+    prompts = (_read_json(saved) if saved.is_file() else {}).get("prompts") or {}
+    return {"pooling": config.get("pooling_mode", "mean"),
+            "dimension": config.get("embedding_dimension", config.get("word_embedding_dimension")),
+            "normalize": any(str(m.get("type", "")).endswith(".Normalize") for m in modules),
+            "prompts": {name: text for name, text in prompts.items() if isinstance(text, str) and text}}
+
+
 def _lookup(cfg: dict, *paths: str) -> Any:
     """First non-None value among dotted paths ("train.learning_rate"), or None."""
     for path in paths:
@@ -358,7 +377,7 @@ def _front_matter(card: dict) -> str:
     data = ModelCardData(
         language=card["language"],
         license=card["license"],
-        library_name="transformers",
+        library_name=card.get("library", "transformers"),
         tags=card["tags"],
         datasets=card["datasets"],
         base_model=card["base_model"],
@@ -377,6 +396,8 @@ _INTENDED_USE = {
     "fill-mask": "predicts masked tokens; it is mostly a starting point for fine-tuning on a downstream task",
     "multiple-choice": "picks the best of several candidate continuations",
     "feature-extraction": "turns text into contextual embeddings",
+    "sentence-similarity": "maps a text to one vector; texts that mean the same get close vectors (cosine "
+                           "similarity), for semantic search, retrieval and similarity",
 }
 
 
@@ -389,7 +410,8 @@ def _body(card: dict) -> str:
     parts = [
         f"# {name}",
         f"This model is {origin}, trained with bertkit{recipe}. "
-        + _loading_note(card["bertkit_only"], card["family"], card["architecture"])
+        + (_EMBEDDING_NOTE.format(**card["embedding"]) if card["embedding"] else
+           _loading_note(card["bertkit_only"], card["family"], card["architecture"]))
         + (_DOCUMENT_NOTE if card["document_model"] else ""),
         "## Intended use",
         f"The model {_INTENDED_USE[tag]}. Check that the training data below matches your domain and language "
@@ -400,7 +422,11 @@ def _body(card: dict) -> str:
         parts += ["## Training hyperparameters", _table(("setting", "value"), card["hparams"])]
     if card["metrics"] or card["curve"]:
         parts.append("## Results")
-        if card["metrics"]:
+        if card["metrics"] and card["base_metrics"]:
+            parts.append("Dev metrics of the model before fine-tuning and after:\n\n" + _markdown_table(
+                ["metric", "base model", "fine-tuned"], [[name, _fmt(card["base_metrics"].get(name, "-")), _fmt(v)]
+                                                         for name, v in card["metrics"].items()]))
+        elif card["metrics"]:
             parts.append(_table(("metric", "value"), [(k, _fmt(v)) for k, v in card["metrics"].items()]))
         if card["classes_left_out"]:
             parts.append(f"Per-class scores are shown for {card['classes_shown']} classes (the most frequent on dev) "
@@ -431,6 +457,11 @@ _CALIBRATION_NOTE = ("Calibration: `bertkit predict` divides the logits by a tem
                      "({}; config.json's `bertkit_task_settings.temperature`) so that its probabilities match how "
                      "often the model is right. This is bertkit's post-processing: plain `transformers` loads the "
                      "same model with the uncalibrated softmax (for a single-label model, the same labels).")
+
+
+_EMBEDDING_NOTE = ("It is a sentence-transformers embedding model ({pooling} pooling, {dimension}-dimensional vectors"
+                   "{normalized}): `SentenceTransformer(path)` loads it with no custom code, and its encoder loads "
+                   "with plain `transformers` too.")
 
 
 _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "
@@ -473,6 +504,8 @@ def usage_snippet(card: dict) -> str:
     (unless stock BERT cannot express it: then bertkit is imported to register its classes)."""
     repo, auto_class, tag = card["repo_id"], card["auto_class"], card["tag"]
     lang = "zh" if "zh" in (card["language"] or []) else "en"
+    if card["embedding"]:
+        return _usage_embedding(repo, card["embedding"]["prompts"], lang)
     text = _MASK_TEXT[lang] if tag == "fill-mask" else _SAMPLE_TEXT[lang]
     head = [
         "import torch",
@@ -550,6 +583,22 @@ def _usage_features(text: str, _: str | None) -> list[str]:
     ]
 
 
+_EMBEDDING_TEXTS = {"zh": ("这部电影好看吗？", "这部电影真好看！"), "en": ("Was the movie good?", "This movie was great!")}
+
+
+def _usage_embedding(repo: str, prompts: dict, lang: str) -> str:
+    """sentence-transformers' own loading; the saved query / passage prefixes applied by prompt name."""
+    query, passage = _EMBEDDING_TEXTS[lang]
+    lines = ["from sentence_transformers import SentenceTransformer", "",
+             f'model = SentenceTransformer("{repo}")']
+    for name, text, variable in (("query", query, "queries"), ("document", passage, "passages")):
+        prompt = f', prompt_name="{name}"' if name in prompts else ""
+        note = f"  # prefixed with {json.dumps(prompts[name], ensure_ascii=False)}" if name in prompts else ""
+        lines.append(f'{variable} = model.encode(["{text}"]{prompt}){note}')
+    lines.append("print(model.similarity(queries, passages))")
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
 _USAGE_BODIES = {
     "text-classification": _usage_classify,
     "token-classification": _usage_tokens,
@@ -568,6 +617,10 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     model_config = _read_model_config(model_dir)
     cfg = _read_yaml(model_dir / "bertkit_config.yaml") if (model_dir / "bertkit_config.yaml").is_file() else {}
     tag, auto_class = task_of(model_config)
+    embedding = embedding_model(model_dir)
+    if embedding:
+        tag = "sentence-similarity"
+        embedding["normalized"] = ", normalised" if embedding["normalize"] else ""
     base = base_model or _hub_id(_model_name(cfg)) or _hub_id(model_config.get("base_model_name_or_path"))
     language = language or _as_list(_lookup(cfg, "language", "data.language"))
     datasets = datasets or _as_list(_hub_id(_lookup(cfg, "data.dataset", "dataset")))
@@ -589,7 +642,10 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "license": license,
         "datasets": list(datasets) if datasets else None,
         "tags": ["bertkit", family.model_type if family.model_type != "bertkit" else "bert", tag]
-        + (["lora"] if lora else []),
+        + (["sentence-transformers", "feature-extraction"] if embedding else []) + (["lora"] if lora else []),
+        "library": "sentence-transformers" if embedding else "transformers",
+        "embedding": embedding,
+        "base_metrics": run_metrics.get("base_eval") if isinstance(run_metrics.get("base_eval"), dict) else {},
         "family": family,
         "architecture": next(iter(model_config.get("architectures") or []), None),
         "recipe": _lookup(cfg, "recipe", "recipe.name"),

@@ -643,10 +643,21 @@ def mlm_sections(view: RunView, examples: dict) -> str:
     return section("Perplexity", body, 3) + section("Fill-mask examples", items, 3)
 
 
+def embed_sections(view: RunView) -> str:
+    """The embed recipe's dev metrics of the model before training (metrics.json base_eval) beside the fine-tuned
+    one's: ranking (NDCG@10, MRR@10, Recall@k) or Spearman for scored pairs."""
+    base = view.metrics.get("base_eval") if isinstance(view.metrics.get("base_eval"), dict) else {}
+    rows = [[name, base.get(name, "-"), value] for name, value in view.eval.items()]
+    body = table(["dev metric", "base model", "fine-tuned"], rows) if rows else missing("no dev metrics in "
+                                                                                          "metrics.json")
+    return section("Base model and fine-tuned", body, 3)
+
+
 def task_section(view: RunView, examples: dict, diagnosis) -> str:
     build = {"classify": lambda: classify_sections(view, examples, diagnosis),
              "ner": lambda: ner_sections(view, examples), "qa": lambda: qa_sections(view, examples),
-             "choice": lambda: choice_sections(view, examples), "mlm": lambda: mlm_sections(view, examples)}
+             "choice": lambda: choice_sections(view, examples), "mlm": lambda: mlm_sections(view, examples),
+             "embed": lambda: embed_sections(view)}
     body = build[view.recipe]() if view.recipe in build else missing(f"no task view for a '{view.recipe}' run")
     if view.live:
         body = missing("the dev examples need the final model: they appear when the run ends") + body

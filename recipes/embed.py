@@ -28,7 +28,9 @@ from typing import Annotated, Literal
 import datasets
 from pydantic import Field
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardCallback
 from sentence_transformers.sentence_transformer.evaluation import (EmbeddingSimilarityEvaluator,
                                                                    InformationRetrievalEvaluator)
 from sentence_transformers.sentence_transformer.losses import (CachedMultipleNegativesRankingLoss, CoSENTLoss,
@@ -40,6 +42,7 @@ from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
+from bertkit.search import search_or_seeds
 from bertkit.tasks import embed as task
 from bertkit.tasks.retrieval_files import RetrievalColumns, RetrievalData, ir_dev_set, read_corpus
 
@@ -83,6 +86,7 @@ class Config:
     batch_sampler: Literal["auto", "no_duplicates", "batch_sampler"] = "auto"
     """auto: no_duplicates for in-batch-negative losses (a duplicate text in a batch is a false negative)."""
     tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)
+    lora: options.LoraOptions = field(default_factory=options.LoraOptions)
     train: dict = field(default_factory=lambda: options.training_defaults(learning_rate=2e-5, epochs=1,
                                                                           batch_size=32))
     """sentence_transformers.SentenceTransformerTrainingArguments (= transformers.TrainingArguments), passed
@@ -97,9 +101,17 @@ class Config:
         if self.matryoshka_dims and sorted(self.matryoshka_dims, reverse=True) != self.matryoshka_dims:
             raise BertkitError(f"matryoshka_dims={self.matryoshka_dims}: give the sizes largest first, e.g. "
                                f"{sorted(set(self.matryoshka_dims), reverse=True)}")
+        if self.lora.enabled and not self.lora.merge:
+            raise BertkitError("lora.merge=false is not available for embed: sentence-transformers would save the "
+                               "adapter alone, which SentenceTransformer(path) loads only with peft installed — use "
+                               "lora.merge=true (the default: the merged model, a stock folder)")
 
 
-SELECTION = {"pairs": "dev_cosine_ndcg@10", "scored": "dev_spearman_cosine"}
+SELECTION = {"pairs": "ndcg@10", "scored": "spearman"}
+# sentence-transformers' evaluator names -> bertkit's (DevMetrics)
+METRIC_NAMES = {"dev_cosine_ndcg@10": "ndcg@10", "dev_cosine_mrr@10": "mrr@10",
+                **{f"dev_cosine_recall@{k}": f"recall@{k}" for k in (1, 10, 100)},
+                "dev_spearman_cosine": "spearman", "dev_pearson_cosine": "pearson"}
 
 
 def resolve_pooling(cfg: Config, model_path: str) -> tuple[str, bool]:
@@ -114,6 +126,25 @@ def resolve_pooling(cfg: Config, model_path: str) -> tuple[str, bool]:
     normalize = cfg.normalize if cfg.normalize is not None else (saved_norm if saved_norm is not None else True)
     cfg.pooling, cfg.normalize = pooling, normalize  # the resolved config records what trained
     return pooling, normalize
+
+
+def build(cfg: Config, model_path: str, pooling: str, normalize: bool):
+    """A fresh SentenceTransformer to fine-tune (a search or seed band builds one per training): bertkit's BERT
+    inside where the model is BERT, the prefixes as its prompts, LoRA adapters on the backbone when lora.enabled
+    (peft; merged before the save, so the folder stays stock)."""
+    model = task.build_model(model_path, pooling, normalize, cfg.data.max_length)
+    task.set_prefixes(model, cfg.query_prefix, cfg.passage_prefix)  # saved in config_sentence_transformers.json
+    if cfg.lora.enabled:
+        model[0].model = training.add_lora(model[0].auto_model, cfg.lora, task_type=None)
+    model.config = model[0].auto_model.config  # bertkit's run wiring reads model.config (family, fp16 check)
+    model.model_card_data.generate_widget_examples = False  # bertkit's card replaces sentence-transformers' own
+    return model
+
+
+def merge_lora(trainer, cfg: Config) -> None:
+    """Before the save: the LoRA adapters merged into the backbone (lora.merge is always true for embed)."""
+    if cfg.lora.enabled:
+        trainer.model[0].model = trainer.model[0].auto_model.merge_and_unload()
 
 
 def load_data(cfg: Config) -> tuple[RetrievalData, RetrievalData | None, list[str]]:
@@ -183,37 +214,75 @@ def build_evaluator(dev: RetrievalData | None, corpus: list[str], batch_size: in
     if dev is None:
         return None
     if dev.kind == "scored":
-        return EmbeddingSimilarityEvaluator([r.query for r in dev.rows], [r.positives[0] for r in dev.rows],
-                                            [r.score for r in dev.rows], batch_size=batch_size, name="dev")
+        return DevMetrics(EmbeddingSimilarityEvaluator([r.query for r in dev.rows], [r.positives[0] for r in dev.rows],
+                                            [r.score for r in dev.rows], batch_size=batch_size, name="dev"))
     ir = ir_dev_set(dev, corpus)
     if ir.left_out:
         say(f"{ir.left_out} dev queries without a positive are left out of the ranking")
     say(f"dev ranking: {len(ir.queries)} queries over {len(ir.corpus)} passages")
-    return InformationRetrievalEvaluator(ir.queries, ir.corpus, ir.relevant, mrr_at_k=[10], ndcg_at_k=[10],
+    return DevMetrics(InformationRetrievalEvaluator(ir.queries, ir.corpus, ir.relevant, mrr_at_k=[10], ndcg_at_k=[10],
                                          accuracy_at_k=[1, 10], precision_recall_at_k=[1, 10, 100], map_at_k=[100],
                                          batch_size=batch_size, name="dev", write_csv=False,
-                                         query_prompt_name=task.QUERY, corpus_prompt_name=task.DOCUMENT)
+                                         query_prompt_name=task.QUERY, corpus_prompt_name=task.DOCUMENT))
 
 
 def dev_metrics(evaluator, model) -> dict:
     """The evaluator's headline numbers under bertkit's names (ndcg@10, mrr@10, recall@k; spearman)."""
     if evaluator is None:
         return {}
-    scores = evaluator(model)
-    if isinstance(evaluator, EmbeddingSimilarityEvaluator):
-        return {"spearman": scores["dev_spearman_cosine"], "pearson": scores["dev_pearson_cosine"]}
-    return {"ndcg@10": scores["dev_cosine_ndcg@10"], "mrr@10": scores["dev_cosine_mrr@10"],
-            **{f"recall@{k}": scores[f"dev_cosine_recall@{k}"] for k in (1, 10, 100)}}
+    return evaluator(model)
+
+
+class DevMetrics(BaseEvaluator):
+    """sentence-transformers' evaluator (IR or similarity) with its headline scores under bertkit's names (ndcg@10,
+    mrr@10, recall@k; spearman, pearson): Trainer then logs eval_ndcg@10 and picks the best checkpoint by it, and a
+    seed band or search, metrics.json, the report and `bertkit runs` all name a metric one way."""
+
+    def __init__(self, evaluator):
+        super().__init__()
+        self.evaluator = evaluator
+        self.primary_metric = "spearman" if isinstance(evaluator, EmbeddingSimilarityEvaluator) else "ndcg@10"
+
+    def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict:
+        scores = self.evaluator(model, output_path, epoch, steps)
+        return {ours: scores[theirs] for theirs, ours in METRIC_NAMES.items() if theirs in scores}
+
+
+class CardWithoutWidget(SentenceTransformerModelCardCallback):
+    """sentence-transformers' model-card callback without the widget examples it samples as the Trainer is built
+    (a "Computing widget examples" progress bar, which generate_widget_examples=False does not skip in 6.3): bertkit
+    writes its own README.md over sentence-transformers' card (bertkit/model_card.py), so they would go unused."""
+
+    def on_init_end(self, args, state, control, model, trainer, **kwargs):
+        model.model_card_data.set_widget_examples = lambda dataset: None  # an instance attribute over the method
+        try:
+            super().on_init_end(args, state, control, model=model, trainer=trainer, **kwargs)
+        finally:
+            del model.model_card_data.set_widget_examples
 
 
 class EmbedTrainer(SentenceTransformerTrainer):
     """SentenceTransformerTrainer with bertkit's LLRD AdamW over the backbone's layers (bertkit/llrd.py) and the
     loss guard that stops a diverged run (bertkit/training.py), as FineTuningTrainer gives the other recipes."""
 
+    model_card_callback_class = CardWithoutWidget
+
     def __init__(self, *args, llrd: float = 1.0, head_lr: float | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.llrd, self.head_lr = llrd, head_lr
         self.add_callback(training.LossGuard(self))
+
+    def _load_from_checkpoint(self, checkpoint_path: str) -> None:
+        """The best checkpoint (load_best_model_at_end) or the one resumed from. sentence-transformers reloads a
+        checkpoint as a new SentenceTransformer and copies its state dict over, but a LoRA backbone (a PeftModel)
+        reloads with the adapter injected rather than wrapped, under other weight names: its adapter's own weights
+        are loaded instead (the rest is frozen, so unchanged)."""
+        from peft import PeftModel, load_peft_weights, set_peft_model_state_dict
+
+        backbone = self.model[0].auto_model
+        if not isinstance(backbone, PeftModel):
+            return super()._load_from_checkpoint(checkpoint_path)
+        set_peft_model_state_dict(backbone, load_peft_weights(checkpoint_path, device=str(backbone.device)))
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:  # the backbone's parameters are the model's (Pooling / Normalize have none)
@@ -246,9 +315,13 @@ def prompts(cfg: Config, dataset: datasets.Dataset) -> dict[str, str] | None:
 
 
 def summary_rows(results: dict) -> dict:
-    """Base and fine-tuned dev metrics side by side, then the wall time."""
+    """Base and fine-tuned dev metrics side by side, then the wall time; after a seed band the base model's on
+    rows of their own (training.report shows each fine-tuned metric as mean ± sd over the seeds)."""
     base, tuned = results.get("base_eval", {}), results.get("eval", {})
-    rows = {name: f"{base[name]:.4f} -> {tuned[name]:.4f}" for name in tuned if name in base}
+    if "seeds" in results:
+        rows = {**{f"{name} (base)": f"{base[name]:.4f}" for name in tuned if name in base}, **tuned}
+    else:
+        rows = {name: f"{base[name]:.4f} -> {tuned[name]:.4f}" for name in tuned if name in base}
     return {**rows, "wall time (s)": results["wall_time_s"]}
 
 
@@ -257,9 +330,7 @@ def main(cfg: Config) -> dict:
     model_path = checkpoints.resolve_model(cfg.model)
     pooling, normalize = resolve_pooling(cfg, model_path)
     train, dev, corpus = load_data(cfg)
-    model = task.build_model(model_path, pooling, normalize, cfg.data.max_length)  # bertkit's BERT inside
-    task.set_prefixes(model, cfg.query_prefix, cfg.passage_prefix)  # saved in config_sentence_transformers.json
-    model.config = model[0].auto_model.config  # bertkit's run wiring reads model.config (family, fp16 check)
+    model = build(cfg, model_path, pooling, normalize)  # bertkit's BERT inside
     cfg.data.max_length = model.max_seq_length
     train_dataset = training_dataset(train)
     eval_batch = cfg.train.get("per_device_eval_batch_size", 64)
@@ -270,12 +341,19 @@ def main(cfg: Config) -> dict:
 
     args = training_arguments(cfg, dev is not None, SELECTION[train.kind])
     args.prompts = prompts(cfg, train_dataset)
-    trainer = EmbedTrainer(model=model, args=args, train_dataset=train_dataset, loss=build_loss(cfg, model),
-                           evaluator=evaluator, callbacks=training.early_stopping(cfg, dev is not None),
-                           llrd=cfg.tune.llrd, head_lr=cfg.tune.head_lr)
+    # a search or seed band rebuilds the model for every training (the loss then follows each new model)
+    model, model_init = training.model_or_builder(cfg, lambda: build(cfg, model_path, pooling, normalize), model)
+    trainer = EmbedTrainer(model=model, model_init=model_init, args=args, train_dataset=train_dataset,
+                           loss=lambda model: build_loss(cfg, model), evaluator=evaluator,
+                           callbacks=training.early_stopping(cfg, dev is not None), llrd=cfg.tune.llrd,
+                           head_lr=cfg.tune.head_lr)
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        if training.several_trainings(cfg):  # search.trials or seeds: the chosen run's model is left on the trainer
+            train_result = search_or_seeds(trainer, cfg)
+        else:
+            train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
+    merge_lora(trainer, cfg)
     metrics = dev_metrics(evaluator, trainer.model)
     selection = training.selection_metric(args, SELECTION[train.kind])
     results = run.results(metrics, train_result, base_eval=base, selection_metric=selection,

@@ -22,6 +22,7 @@ from bertkit.tasks import embed
 from bertkit.tasks.retrieval_files import (BM25Index, RetrievalRow, ir_dev_set, ir_metrics, mine_negatives,
                                            read_retrieval_file, spearman, top_k)
 from helpers import one_line_error, write_csv
+from test_hub import TOKEN, hub, make_hub, no_internet  # noqa: F401 - fixtures
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +168,7 @@ def test_dev_metrics_before_and_after_are_recorded_and_evaluate_agrees(minilm_ru
     metrics = json.loads((out / "metrics.json").read_text())
     for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"):
         assert 0 <= metrics["base_eval"][name] <= 1 and 0 <= metrics["eval"][name] <= 1
-    assert metrics["selection_metric"] == "dev_cosine_ndcg@10" and metrics["rows"] == {"train": 212, "dev_queries": 70}
+    assert metrics["selection_metric"] == "ndcg@10" and metrics["rows"] == {"train": 212, "dev_queries": 70}
     assert "ndcg@10" in output and "->" in output  # the side-by-side summary
     result = runner.invoke(app, ["evaluate", str(out), str(EN_QA / "dev.jsonl"), "-o", str(tmp_path / "m.json")])
     assert result.exit_code == 0, result.output
@@ -228,6 +229,111 @@ def test_chinese_pairs_train_on_a_chinese_vocabulary(tiny_zh_model_dir, tmp_path
     assert result.exit_code == 0, result.output
     assert "pooling information" not in result.output  # pooling= given: nothing assumed
     assert json.loads((out / "metrics.json").read_text())["eval"]["recall@100"] == 1.0
+
+
+def test_the_model_card_is_a_sentence_transformers_card_with_base_and_fine_tuned(minilm_run):
+    from huggingface_hub import ModelCard
+
+    out, _ = minilm_run
+    text = (out / "README.md").read_text(encoding="utf-8")
+    card = ModelCard(text)
+    assert card.data.library_name == "sentence-transformers" and card.data.pipeline_tag == "sentence-similarity"
+    assert {"sentence-transformers", "sentence-similarity"} <= set(card.data.tags)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "| metric | base model | fine-tuned |" in text
+    assert f"| ndcg@10 | {metrics['base_eval']['ndcg@10']:.4g} | {metrics['eval']['ndcg@10']:.4g} |" in text
+    assert 'SentenceTransformer("<namespace>/<model-name>")' in text
+    assert 'prompt_name="query")  # prefixed with "query: "' in text and "mean pooling" in text
+
+
+def test_report_shows_the_dev_metric_and_base_beside_fine_tuned(minilm_run):
+    import re
+
+    out, _ = minilm_run
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    page = re.sub(r"<[^>]+>", " ", (out / "report.html").read_text(encoding="utf-8"))
+    assert "dev ndcg@10 =" in page and "no dev metric" not in page
+    assert "Base model and fine-tuned" in page and "no task view" not in page
+
+
+def test_push_uploads_the_sentence_transformers_folder(hub, tiny_model_dir, tmp_path):  # noqa: F811
+    from huggingface_hub import snapshot_download
+    from sentence_transformers import SentenceTransformer
+
+    out, result = tiny_run(tiny_model_dir, tmp_path, 'query_prefix="query: "')
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["push", str(out), "tester/embed", "--token", TOKEN, "--endpoint", hub.endpoint])
+    assert result.exit_code == 0, result.output
+    remote = hub.files("tester/embed")
+    assert {"modules.json", "1_Pooling/config.json", "2_Normalize/config.json", "config_sentence_transformers.json",
+            "sentence_bert_config.json", "config.json", "model.safetensors", "README.md"} <= set(remote)
+    assert not any(name.startswith(("checkpoint-", "eval/")) for name in remote)
+    local = snapshot_download("tester/embed", token=TOKEN, cache_dir=str(tmp_path / "cache"))
+    texts = ["Who designed the Millrace Bridge?"]
+    np.testing.assert_allclose(SentenceTransformer(local).encode(texts, prompt_name="query"),
+                               SentenceTransformer(str(out)).encode(texts, prompt_name="query"), atol=1e-6)
+
+
+def test_saving_prints_no_widget_progress_bar(minilm_run):
+    _, output = minilm_run
+    assert "Computing widget examples" not in output  # sentence-transformers' card, which bertkit's replaces
+
+
+def tiny_run(model_dir: str, tmp_path: Path, *overrides: str):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "embed", f"model={model_dir}", "pooling=mean", f"output_dir={out}",
+                                 f"data.train={small_pairs(tmp_path / 't.jsonl', 16)}",
+                                 f"data.eval={small_pairs(tmp_path / 'd.jsonl', 8, 40)}", "train.max_steps=2",
+                                 "train.per_device_train_batch_size=8", "train.learning_rate=1.0e-3", "precision=fp32",
+                                 *overrides])
+    return out, result
+
+
+def test_a_seed_band_records_mean_and_sd_of_the_dev_metrics(tiny_model_dir, tmp_path):
+    out, result = tiny_run(tiny_model_dir, tmp_path, "seeds=[1,2]")
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    band = metrics["seeds"]
+    assert band["metric"] == "ndcg@10" and [run["seed"] for run in band["runs"]] == [1, 2]
+    assert set(band["mean"]) == set(band["sd"]) == set(metrics["eval"]) >= {"ndcg@10", "mrr@10", "recall@1"}
+    values = [run["eval"]["ndcg@10"] for run in band["runs"]]
+    assert band["mean"]["ndcg@10"] == pytest.approx(sum(values) / 2)
+    assert metrics["eval"]["ndcg@10"] == pytest.approx(max(values))  # the best seed's model is the one saved
+    assert "(2 seeds)" in result.output and "ndcg@10 (base)" in result.output
+    assert (out / "modules.json").is_file() and not list(out.glob("seed-*"))
+
+
+def test_lora_trains_the_backbone_and_saves_a_merged_stock_folder(tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+    from sentence_transformers import SentenceTransformer
+
+    out, result = tiny_run(tiny_model_dir, tmp_path, "lora.enabled=true", "lora.r=4")
+    assert result.exit_code == 0, result.output
+    assert "LoRA r=4 on query, value" in result.output
+    assert not (out / "adapter_config.json").exists()
+    tuned, base = load_file(out / "model.safetensors"), load_file(Path(tiny_model_dir) / "model.safetensors")
+    assert not any("lora" in name for name in tuned)
+    base = {name.removeprefix("bert."): tensor for name, tensor in base.items()}
+    changed = {name for name, tensor in tuned.items() if not np.allclose(tensor.numpy(), base[name].numpy())}
+    assert changed and all(".query." in name or ".value." in name for name in changed), changed
+    texts = ["Who designed the Millrace Bridge?"]
+    np.testing.assert_allclose(SentenceTransformer(str(out)).encode(texts),
+                               embed.encode(embed.load_predictor(str(out)), texts), atol=1e-4)
+
+
+def test_a_search_picks_a_trial_by_dev_ndcg(tiny_model_dir, tmp_path):
+    out, result = tiny_run(tiny_model_dir, tmp_path, "search.trials=2", "search.batch_sizes=[4,8]",
+                           "search.pruning=false")
+    assert result.exit_code == 0, result.output
+    search = json.loads((out / "metrics.json").read_text())["search"]
+    assert search["metric"] == "ndcg@10" and len(search["trials"]) == 2
+    assert (out / "modules.json").is_file() and not list(out.glob("trial-*"))
+
+
+def test_lora_without_merge_is_one_line(tiny_model_dir, tmp_path):
+    _, result = tiny_run(tiny_model_dir, tmp_path, "lora.enabled=true", "lora.merge=false")
+    one_line_error(result, 2, "lora.merge=false", "lora.merge=true")
 
 
 # ------------------------------------------------------------------------------------------------ bad input

@@ -1,8 +1,9 @@
-"""Every encoder family (issue 26) through ner, qa, choice and mlm: each run finishes on a tiny random checkpoint of
+"""Every encoder family (issue 26) through ner, qa, choice, mlm and embed: each run finishes on a tiny random checkpoint of
 the family with its real kind of tokenizer, predict and evaluate work on it, and stock transformers (in a subprocess
 that never imports bertkit) loads each saved directory with the outputs bertkit's own loader gives. Family-specific
 pieces are checked where they differ: add_prefix_space for byte-level BPE words (NER), answer offsets without the
-space a BPE token carries (QA), whole-word masking from each tokenizer's own word marks (MLM)."""
+space a BPE token carries (QA), whole-word masking from each tokenizer's own word marks (MLM); an embed run's folder
+loads in stock sentence-transformers with bertkit predict's vectors."""
 
 import inspect
 import json
@@ -60,10 +61,13 @@ def files(tmp_path_factory):
         "choice": (lines_head(DATA / "choice/en/train.jsonl", root / "train.jsonl", 24),
                    lines_head(DATA / "choice/en/dev.jsonl", root / "dev.jsonl", 8)),
         "mlm": (lines_head(DATA / "corpus/en_medical.txt", root / "corpus.txt", 120), None),
+        "embed": (lines_head(DATA / "embed/en_qa/train.jsonl", root / "pairs.jsonl", 16),
+                  lines_head(DATA / "embed/en_qa/dev.jsonl", root / "pairs_dev.jsonl", 8)),
     }
 
 
-EXTRA = {"qa": ["data.doc_stride=16", "data.max_question_length=24"], "mlm": ["head_warmup_steps=0"]}
+EXTRA = {"qa": ["data.doc_stride=16", "data.max_question_length=24"], "mlm": ["head_warmup_steps=0"],
+         "embed": ["pooling=mean"]}
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +229,55 @@ def test_vocabulary_extension_needs_a_wordpiece_vocabulary(runs, files, tmp_path
                                  "vocab.extend=true", "vocab.min_frequency=2", f"output_dir={tmp_path / 'wp'}", *TINY,
                                  "head_warmup_steps=0"])
     assert result.exit_code == 0 and "vocabulary extended by" in result.output, result.output
+
+
+# ------------------------------------------------------------------------------------------ embed
+
+
+EMBED_STOCK_SCRIPT = r"""
+import json, sys
+import transformers
+from sentence_transformers import SentenceTransformer
+texts, outputs = json.loads(sys.argv[2]), {}
+for family, run_dir in json.loads(sys.argv[1]).items():
+    model = SentenceTransformer(run_dir)  # no trust_remote_code
+    outputs[family] = {"vectors": model.encode(texts, prompt_name="query").tolist(),
+                       "backbone": type(model[0].auto_model).__name__,
+                       "auto": type(transformers.AutoModel.from_pretrained(run_dir)).__name__}
+print(json.dumps({"outputs": outputs, "bertkit": "bertkit" in sys.modules}))
+"""
+EMBED_TEXTS = ["Who designed the Millrace Bridge?", "How many people live in Upperfold today?", "bridge"]
+
+
+@pytest.fixture(scope="module")
+def embed_stock(runs):
+    """Every family's embed run loaded by stock sentence-transformers and transformers in one subprocess."""
+    dirs = {family: str(runs(family, "embed")) for family in FAMILIES}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    done = subprocess.run([sys.executable, "-c", EMBED_STOCK_SCRIPT, json.dumps(dirs), json.dumps(EMBED_TEXTS)],
+                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outputs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not outputs["bertkit"]
+    return outputs["outputs"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_embed_runs_on_every_family_and_loads_in_stock_sentence_transformers(runs, files, embed_stock, family,
+                                                                            tmp_path):
+    run = runs(family, "embed")
+    config = json.loads((run / "config.json").read_text())
+    assert config["model_type"] == family and not config["architectures"][0].startswith("Bertkit")
+    assert all(m["type"].startswith("sentence_transformers.") for m in json.loads((run / "modules.json").read_text()))
+    stock = embed_stock[family]
+    assert stock["backbone"] == stock["auto"] == config["architectures"][0]  # the family's own transformers class
+    trained_on = json.loads((run / "metrics.json").read_text())["implementation"]
+    assert trained_on.startswith("bertkit") == (family == "bert"), trained_on  # BERT on bertkit's own, unpadded
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"query": text}) + "\n" for text in EMBED_TEXTS), encoding="utf-8")
+    result = runner.invoke(app, ["predict", str(run), str(queries), "-o", str(tmp_path / "v.jsonl")])
+    assert result.exit_code == 0, result.output
+    ours = [json.loads(line)["embedding"] for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    torch.testing.assert_close(torch.tensor(ours), torch.tensor(stock["vectors"]), atol=1e-4, rtol=1e-4)
+    result = runner.invoke(app, ["evaluate", str(run), files["embed"][1]])
+    assert result.exit_code == 0 and "ndcg@10" in result.output, result.output
