@@ -3501,23 +3501,43 @@ def make_choice() -> None:
 
 
 # ============================================================================================
-# 10. Retrieval pairs for embedding models (data/embed/en_qa, data/embed/zh_qa): question -> its paragraph
+# 10. Retrieval pairs for embedding models (data/embed/en_qa, data/embed/zh_qa): question -> its passage
 # ============================================================================================
+
+# A sentence ends at . ! ? followed by a space and a capital or digit (the English QA paragraphs have no abbreviations).
+_EN_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+
+
+def answer_sentence(context: str, answer_start: int, title: str) -> str:
+    """The sentence of `context` holding the answer, as a passage titled with its article when the sentence does not
+    name it ("Upperfold: The current mayor, Samuel Brandt, was elected in 2021."), as passage corpora are."""
+    start = 0
+    for piece in _EN_SENTENCE_END.split(context):
+        begin = context.index(piece, start)
+        start = begin + len(piece)
+        if begin <= answer_start < start:
+            return piece if title.lower() in piece.lower() else f"{title}: {piece}"
+    raise ValueError(f"answer at {answer_start} outside its context")
 
 
 def make_embed() -> None:
-    """Each answerable question of the QA samples with the paragraph it was written on, as {"query", "positive"}
-    JSON lines. Built from the QA outputs (so after make_qa_en / make_qa_zh), which are split by paragraph: no
-    paragraph is a positive in both train and dev. No randomness: rows follow the QA files' order."""
+    """Each answerable question of the QA samples with its positive, as {"query", "positive"} JSON lines. English:
+    the sentence holding the answer, titled (answer_sentence): every question names its article's invented entity,
+    so whole paragraphs would be found by the name alone (the base all-MiniLM-L6-v2 ranked them perfectly); among
+    several passages of the same entity the question's own aspect (who designed it, what it cost) decides. Chinese:
+    the paragraph. Built from the QA outputs (so after make_qa_en / make_qa_zh), which are split by paragraph: no
+    passage is a positive in both train and dev. No randomness: rows follow the QA files' order."""
     for lang in ("en", "zh"):
         for split in ("train", "dev"):
             doc = json.loads(OUTPUTS[f"qa/{lang}/{split}.json"])
-            rows = [{"query": qa["question"], "positive": par["context"]}
+            rows = [{"query": qa["question"],
+                     "positive": answer_sentence(par["context"], qa["answers"][0]["answer_start"], article["title"])
+                     if lang == "en" else par["context"]}
                     for article in doc["data"] for par in article["paragraphs"] for qa in par["qas"]
                     if not qa.get("is_impossible")]
             emit_jsonl(f"embed/{lang}_qa/{split}.jsonl", rows)
             SUMMARY.append(f"embed/{lang}_qa/{split}.jsonl: {len(rows)} questions over "
-                           f"{len({r['positive'] for r in rows})} paragraphs")
+                           f"{len({r['positive'] for r in rows})} {'sentences' if lang == 'en' else 'paragraphs'}")
 
 
 # ============================================================================================
