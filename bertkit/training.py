@@ -492,7 +492,7 @@ def repeated_training(trainer: transformers.Trainer, cfg) -> str | None:
         return None
     if trainer.model_init is None:
         raise BertkitError(f"{key} is not available for this recipe (its trainer cannot rebuild the model for every "
-                           f"run) — remove {key}; ner, qa, choice, classify and distill support it")
+                           f"run) — remove {key}; ner, qa, choice, classify, distill and embed support it")
     if key == "search.trials":
         load_optuna()  # a missing optuna is said now, before the old run is cleared
     return key

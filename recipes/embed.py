@@ -18,6 +18,8 @@ the dev corpus (all dev positives and negatives, plus data.corpus) for NDCG@10, 
 for scored pairs; base and fine-tuned are printed side by side and written to metrics.json. The saved directory is
 a stock sentence-transformers folder (SentenceTransformer(path) loads it with no trust_remote_code; its BERT is
 plain transformers BertModel layout), trained on bertkit's own BERT (its unpadded path) where the model is BERT.
+seeds=[...] (mean ± sd of the dev metrics), search.trials and lora.* work as in the other recipes; LoRA adapters are
+merged before the save, so the folder stays stock.
 """
 
 from __future__ import annotations
