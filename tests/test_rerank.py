@@ -138,3 +138,26 @@ def test_no_warning_when_re_ranking_matches_the_first_stage():
                "first_stage": "bm25", "top_k": 20}
     assert worse_than_first_stage(metrics) is None
     assert "0.1000 lower" in worse_than_first_stage({**metrics, "ndcg@10": 0.8})
+
+
+def test_the_onnx_export_scores_as_the_run_and_predict_reads_it(rerank_run):
+    """`bertkit export` of a rerank run: the graph's logits equal PyTorch's within 1e-5, `bertkit predict` of the
+    export writes the run's scores, and the export's dev re-ranking is the run's."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    result = bertkit("export", "run", "-o", "onnx", cwd=rerank_run)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    summary = json.loads((rerank_run / "onnx" / "onnx_export.json").read_text())
+    assert summary["recipe"] == "rerank" and summary["parity_max_abs_diff"]["fp32"] < 1e-5
+    scores = {}
+    for name in ("run", "onnx"):
+        result = bertkit("predict", name, "dev.jsonl", "-o", f"{name}_scores.jsonl", "--precision", "fp32",
+                         cwd=rerank_run)
+        assert result.returncode == 0, result.stderr[-2000:]
+        scores[name] = [json.loads(line) for line in (rerank_run / f"{name}_scores.jsonl").read_text().splitlines()]
+    assert [r["passage"] for r in scores["onnx"]] == [r["passage"] for r in scores["run"]] and scores["run"]
+    for key in ("score", "logit"):
+        assert np.abs(np.array([r[key] for r in scores["onnx"]]) - np.array([r[key] for r in scores["run"]])).max() \
+            < 1e-5
+    metrics = json.loads((rerank_run / "run" / "metrics.json").read_text())["eval"]
+    assert abs(summary["dev"]["fp32"]["ndcg@10"] - metrics["ndcg@10"]) < 1e-3
