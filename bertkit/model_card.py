@@ -396,6 +396,8 @@ _INTENDED_USE = {
     "fill-mask": "predicts masked tokens; it is mostly a starting point for fine-tuning on a downstream task",
     "multiple-choice": "picks the best of several candidate continuations",
     "feature-extraction": "turns text into contextual embeddings",
+    "text-ranking": "scores how relevant a passage is to a query (a cross-encoder reranker): give it a first "
+                    "stage's candidates (BM25, an embedding model) and sort them by its score",
     "sentence-similarity": "maps a text to one vector; texts that mean the same get close vectors (cosine "
                            "similarity), for semantic search, retrieval and similarity",
 }
@@ -411,6 +413,7 @@ def _body(card: dict) -> str:
         f"# {name}",
         f"This model is {origin}, trained with bertkit{recipe}. "
         + (_EMBEDDING_NOTE.format(**card["embedding"]) if card["embedding"] else
+           _RERANKER_NOTE if card.get("reranker") is not None else
            _loading_note(card["bertkit_only"], card["family"], card["architecture"]))
         + (_DOCUMENT_NOTE if card["document_model"] else ""),
         "## Intended use",
@@ -422,7 +425,9 @@ def _body(card: dict) -> str:
         parts += ["## Training hyperparameters", _table(("setting", "value"), card["hparams"])]
     if card["metrics"] or card["curve"]:
         parts.append("## Results")
-        if card["metrics"] and card["base_metrics"]:
+        if card.get("reranker"):
+            parts += card["reranker"]
+        elif card["metrics"] and card["base_metrics"]:
             parts.append("Dev metrics of the model before fine-tuning and after:\n\n" + _markdown_table(
                 ["metric", "base model", "fine-tuned"], [[name, _fmt(card["base_metrics"].get(name, "-")), _fmt(v)]
                                                          for name, v in card["metrics"].items()]))
@@ -462,6 +467,34 @@ _CALIBRATION_NOTE = ("Calibration: `bertkit predict` divides the logits by a tem
 _EMBEDDING_NOTE = ("It is a sentence-transformers embedding model ({pooling} pooling, {dimension}-dimensional vectors"
                    "{normalized}): `SentenceTransformer(path)` loads it with no custom code, and its encoder loads "
                    "with plain `transformers` too.")
+
+
+_RERANKER_NOTE = ("It is a sentence-transformers cross-encoder (reranker): `CrossEncoder(path)` loads it with no "
+                  "custom code and scores a (query, passage) pair with sigmoid(logit); plain `transformers` loads it "
+                  "as `AutoModelForSequenceClassification` with one logit.")
+
+
+def reranker_results(run_metrics: dict) -> list[str]:
+    """A rerank run's dev results: each metric of the first stage alone beside after re-ranking, and the run's
+    warning when re-ranking made the ranking worse."""
+    evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
+    names = [n for n in ("ndcg@10", "mrr@10", "recall@10") if n in evaluated and f"first_stage_{n}" in evaluated]
+    if not names:
+        return []
+    stage = evaluated.get("first_stage", "first stage")
+    lines = [f"Dev re-ranking: each of {evaluated.get('queries', '?')} dev queries' top-{evaluated.get('top_k', '?')} "
+             f"of {stage}, before (the first stage alone) and after re-ranking by this model:\n\n" + _markdown_table(
+                 ["metric", f"{stage} alone", "re-ranked"],
+                 [[n, f"{evaluated[f'first_stage_{n}']:.4f}", f"{evaluated[n]:.4f}"] for n in names])]
+    warnings = run_metrics.get("warnings") if isinstance(run_metrics.get("warnings"), list) else []
+    return lines + [f"**Warning:** {_cell(w)}" for w in warnings]
+
+
+def _reranked_metrics(run_metrics: dict) -> dict[str, float]:
+    """A rerank run's model-index metrics: after re-ranking only (the first stage's are in the results table)."""
+    evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
+    return {n: float(evaluated[n]) for n in ("ndcg@10", "mrr@10", "recall@10")
+            if isinstance(evaluated.get(n), (int, float))}
 
 
 _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "
@@ -506,6 +539,8 @@ def usage_snippet(card: dict) -> str:
     lang = "zh" if "zh" in (card["language"] or []) else "en"
     if card["embedding"]:
         return _usage_embedding(repo, card["embedding"]["prompts"], lang)
+    if card.get("reranker") is not None:
+        return _usage_reranker(repo, lang)
     text = _MASK_TEXT[lang] if tag == "fill-mask" else _SAMPLE_TEXT[lang]
     head = [
         "import torch",
@@ -599,6 +634,20 @@ def _usage_embedding(repo: str, prompts: dict, lang: str) -> str:
     return "```python\n" + "\n".join(lines) + "\n```"
 
 
+_RERANK_TEXTS = {"zh": ("这部电影好看吗？", ["这部电影真好看！", "今天天气很好。"]),
+                 "en": ("Was the movie good?", ["This movie was great!", "The weather is fine today."])}
+
+
+def _usage_reranker(repo: str, lang: str) -> str:
+    """sentence-transformers' CrossEncoder: scores of (query, passage) pairs, and a query's passages ranked."""
+    query, passages = _RERANK_TEXTS[lang]
+    lines = ["from sentence_transformers import CrossEncoder", "", f'model = CrossEncoder("{repo}")',
+             f"query, passages = {json.dumps(query, ensure_ascii=False)}, {json.dumps(passages, ensure_ascii=False)}",
+             "scores = model.predict([(query, passage) for passage in passages])  # sigmoid(logit), higher = relevant",
+             "print(model.rank(query, passages))  # [{'corpus_id': ..., 'score': ...}, ...] best first"]
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
 _USAGE_BODIES = {
     "text-classification": _usage_classify,
     "token-classification": _usage_tokens,
@@ -621,6 +670,9 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     if embedding:
         tag = "sentence-similarity"
         embedding["normalized"] = ", normalised" if embedding["normalize"] else ""
+    reranker = not embedding and tasks.sentence_transformers_kind(str(model_dir)) == "rerank"
+    if reranker:  # a CrossEncoder's architecture is a sequence classifier: its task is ranking
+        tag = "text-ranking"
     base = base_model or _hub_id(_model_name(cfg)) or _hub_id(model_config.get("base_model_name_or_path"))
     language = language or _as_list(_lookup(cfg, "language", "data.language"))
     datasets = datasets or _as_list(_hub_id(_lookup(cfg, "data.dataset", "dataset")))
@@ -642,8 +694,10 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "license": license,
         "datasets": list(datasets) if datasets else None,
         "tags": ["bertkit", family.model_type if family.model_type != "bertkit" else "bert", tag]
-        + (["sentence-transformers", "feature-extraction"] if embedding else []) + (["lora"] if lora else []),
-        "library": "sentence-transformers" if embedding else "transformers",
+        + (["sentence-transformers", "feature-extraction"] if embedding else [])
+        + (["sentence-transformers", "cross-encoder", "reranker"] if reranker else []) + (["lora"] if lora else []),
+        "library": "sentence-transformers" if embedding or reranker else "transformers",
+        "reranker": reranker_results(run_metrics) if reranker else None,
         "embedding": embedding,
         "base_metrics": run_metrics.get("base_eval") if isinstance(run_metrics.get("base_eval"), dict) else {},
         "family": family,
@@ -652,6 +706,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
         **card_metrics(model_dir, read_metrics(model_dir / "metrics.json"), [name for _, name in labels]),
+        **({"metrics": _reranked_metrics(run_metrics)} if reranker else {}),
         "selection": selection_section(run_metrics),
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),

@@ -161,3 +161,17 @@ def test_the_onnx_export_scores_as_the_run_and_predict_reads_it(rerank_run):
             < 1e-5
     metrics = json.loads((rerank_run / "run" / "metrics.json").read_text())["eval"]
     assert abs(summary["dev"]["fp32"]["ndcg@10"] - metrics["ndcg@10"]) < 1e-3
+
+
+def test_the_model_card_says_text_ranking_with_a_cross_encoder_snippet_and_the_first_stage_beside(rerank_run):
+    from huggingface_hub import ModelCard
+
+    text = (rerank_run / "run" / "README.md").read_text()
+    card = ModelCard(text)
+    assert card.data.pipeline_tag == "text-ranking" and card.data.library_name == "sentence-transformers"
+    assert "cross-encoder" in card.data.tags
+    assert "from sentence_transformers import CrossEncoder" in text and "model.rank(" in text
+    metrics = json.loads((rerank_run / "run" / "metrics.json").read_text())["eval"]
+    row = f"| ndcg@10 | {metrics['first_stage_ndcg@10']:.4f} | {metrics['ndcg@10']:.4f} |"
+    assert "| metric | bm25 alone | re-ranked |" in text and row in text, text
+    assert {result.metric_type for result in card.data.eval_results} == {"ndcg@10", "mrr@10", "recall@10"}
