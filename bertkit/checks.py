@@ -22,6 +22,7 @@ from pydantic import Field
 
 from .config import _show, check_value
 from .errors import BertkitError, ConfigValueError
+from .rundir import resume_path_problem
 
 MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
 SEED_LIMIT = 2**32  # numpy's range, which transformers.set_seed seeds too
@@ -123,13 +124,6 @@ def check_resume(resume: bool | str) -> None:
     if isinstance(resume, str) and resume not in ("", "true", "false") and not Path(resume).is_dir():
         raise ConfigValueError("resume", f"config key 'resume': {resume_path_problem(resume)} — give a "
                                          f"checkpoint-* directory, or resume=true for the last one in output_dir")
-
-
-def resume_path_problem(resume: str) -> str:
-    """What a resume= path that is not a checkpoint folder is: a file (a checkpoint is a folder), or nothing."""
-    if Path(resume).exists():
-        return f"{resume} is a file, not a checkpoint folder (checkpoint-N/, which holds trainer_state.json)"
-    return f"checkpoint {resume} does not exist"
 
 
 # ---------------------------------------------------------------------------------------------- train: numbers
@@ -306,6 +300,6 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 __all__ = [
     "MIN_MAX_LENGTH", "Seed", "MaxLength", "require", "at_key", "check_search", "check_seed_band",
     "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume",
-    "resume_path_problem", "check_precision_keys", "check_train_numbers", "check_evaluation", "check_early_stopping",
+    "check_precision_keys", "check_train_numbers", "check_evaluation", "check_early_stopping",
     "check_best_model", "check_trainer_settings", "check_training_arguments", "check_recipe",
 ]

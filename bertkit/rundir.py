@@ -342,6 +342,13 @@ def check_weights(model_dir: Path) -> None:
                            "saved its final model to, or save the model with save_pretrained")
 
 
+def resume_path_problem(resume: str) -> str:
+    """What a resume= path that is not a checkpoint folder is: a file (a checkpoint is a folder), or nothing."""
+    if Path(resume).exists():
+        return f"{resume} is a file, not a checkpoint folder (checkpoint-N/, which holds trainer_state.json)"
+    return f"checkpoint {resume} does not exist"
+
+
 def checkpoint_problem(checkpoint: Path, needs_optimizer: bool = True) -> str | None:
     """What a checkpoint lacks to be resumed from (None if complete): a kill while saving leaves it partial."""
     if _read_json(checkpoint / "trainer_state.json") is None:
@@ -1288,6 +1295,7 @@ __all__ = [
     "acquire", "release", "lock_holder",
     # model files and checkpoints
     "read_config_json", "model_task", "WEIGHT_FILES", "safetensors_problem", "check_weights", "checkpoint_problem",
+    "resume_path_problem",
     "checkpoints_newest_first", "last_complete_checkpoint", "remove_checkpoints", "folder_size", "human_size",
     "REMOVING",
     # the completion record

@@ -470,9 +470,7 @@ def resume_checkpoint(resume, output_dir: str) -> str | bool | None:
         raise BertkitError(f"resume=true but no checkpoint in {output_dir} is complete (newest: {checkpoints[0].name}"
                            f", {rundir.checkpoint_problem(checkpoints[0])}) — rerun with overwrite=true")
     if not Path(resume).is_dir():
-        from .checks import resume_path_problem
-
-        raise BertkitError(f"resume: {resume_path_problem(str(resume))} — give a checkpoint-* directory or "
+        raise BertkitError(f"resume: {rundir.resume_path_problem(str(resume))} — give a checkpoint-* directory or "
                            "resume=true")
     problem = rundir.checkpoint_problem(Path(resume))
     if problem:
