@@ -4,6 +4,9 @@ Importing bertkit registers its classes with transformers' Auto classes under mo
 `AutoModelForSequenceClassification.from_config(BertkitConfig(...))` and friends build bertkit models.
 """
 
+import os
+
+import torch
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -28,6 +31,14 @@ from .modeling_bert import (
 )
 
 __version__ = "0.1.0"
+
+# DeepSpeed picks its accelerator when first imported (transformers imports it wherever it is installed) and, finding
+# none, warns on every import that it fell back to the CPU. Where torch sees no accelerator the CPU is the only choice:
+# name it, so that the warning does not reach the console of every run on a CPU machine with bertkit[deepspeed].
+_accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+_has_accelerator = _accelerator.is_available() if _accelerator else torch.cuda.is_available()
+if "DS_ACCELERATOR" not in os.environ and not _has_accelerator:
+    os.environ["DS_ACCELERATOR"] = "cpu"
 
 _AUTO_CLASSES = {
     AutoModel: BertkitModel,
