@@ -618,7 +618,8 @@ def _usage_features(text: str, _: str | None) -> list[str]:
     ]
 
 
-_EMBEDDING_TEXTS = {"zh": ("这部电影好看吗？", "这部电影真好看！"), "en": ("Was the movie good?", "This movie was great!")}
+_EMBEDDING_TEXTS = {"zh": ("这部电影好看吗？", "这部电影真好看！"),
+                    "en": ("Was the movie good?", "This movie was great!")}
 
 
 def _usage_embedding(repo: str, prompts: dict, lang: str) -> str:

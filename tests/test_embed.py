@@ -57,7 +57,8 @@ def test_every_format_is_read_with_its_columns_detected(tmp_path):
     scored = read_retrieval_file(write_csv(tmp_path / "s.csv", ["sentence1", "sentence2", "score"],
                                            [["a", "b", "4.5"], ["c", "d", "1"]]))
     assert scored.kind == "scored" and [r.score for r in scored.rows] == [4.5, 1.0]
-    chinese = read_retrieval_file(write_jsonl(tmp_path / "zh.jsonl", [{"问题": "猫是什么？", "段落": "猫是一种小动物。"}]))
+    rows = [{"问题": "猫是什么？", "段落": "猫是一种小动物。"}]
+    chinese = read_retrieval_file(write_jsonl(tmp_path / "zh.jsonl", rows))
     assert (chinese.rows[0].query, chinese.rows[0].positives) == ("猫是什么？", ["猫是一种小动物。"])
     given = read_retrieval_file(write_csv(tmp_path / "g.csv", ["a", "b"], [["x", "y"]]),
                                 embed.RetrievalColumns(query_column="a", positive_column="b"))
@@ -194,7 +195,8 @@ def test_predict_writes_numpy_vectors_and_top_k_passages(minilm_run, tmp_path):
 
 def test_a_plain_checkpoint_trains_with_mean_pooling_said(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", f"data.train={small_pairs(tmp_path / 't.jsonl')}",
+    train = small_pairs(tmp_path / "t.jsonl")
+    result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", f"data.train={train}",
                                  f"data.eval={small_pairs(tmp_path / 'd.jsonl', 8, 40)}", f"output_dir={out}",
                                  "train.max_steps=2", "train.per_device_train_batch_size=4", "precision=fp32",
                                  "matryoshka_dims=[32,16]"])
@@ -207,10 +209,10 @@ def test_a_plain_checkpoint_trains_with_mean_pooling_said(tiny_model_dir, tmp_pa
 
 def test_scored_pairs_train_with_cosent_and_report_spearman(tiny_model_dir, tmp_path):
     rows = [[f"a man plays guitar number {i}", f"a person plays an instrument {i}", str(i % 6)] for i in range(10)]
-    out = tmp_path / "run"
+    header, out = ["sentence1", "sentence2", "score"], tmp_path / "run"
     result = runner.invoke(app, ["run", "embed", f"model={tiny_model_dir}", "loss=cosent", "pooling=cls",
-                                 f"data.train={write_csv(tmp_path / 't.csv', ['sentence1', 'sentence2', 'score'], rows)}",
-                                 f"data.eval={write_csv(tmp_path / 'd.csv', ['sentence1', 'sentence2', 'score'], rows)}",
+                                 f"data.train={write_csv(tmp_path / 't.csv', header, rows)}",
+                                 f"data.eval={write_csv(tmp_path / 'd.csv', header, rows)}",
                                  f"output_dir={out}", "train.max_steps=1", "train.per_device_train_batch_size=4",
                                  "precision=fp32"])
     assert result.exit_code == 0, result.output
@@ -378,8 +380,8 @@ def test_shipped_configs_validate():
 def test_mine_writes_negatives_that_are_not_the_positive(tiny_model_dir, tmp_path):
     pairs = small_pairs(tmp_path / "p.jsonl", 10)
     corpus = tmp_path / "c.txt"
-    corpus.write_text("".join(json.loads(l)["positive"] + "\n"
-                              for l in (EN_QA / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:30]))
+    corpus.write_text("".join(json.loads(line)["positive"] + "\n"
+                              for line in (EN_QA / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:30]))
     out = tmp_path / "mined.jsonl"
     result = runner.invoke(app, ["mine", pairs, "-o", str(out), "--model", tiny_model_dir, "--bm25",
                                  "--corpus", str(corpus), "--num-negatives", "2"])

@@ -1,5 +1,5 @@
-"""Every encoder family (issue 26) through ner, qa, choice, mlm and embed: each run finishes on a tiny random checkpoint of
-the family with its real kind of tokenizer, predict and evaluate work on it, and stock transformers (in a subprocess
+"""Every encoder family (issue 26) through ner, qa, choice, mlm and embed: each run finishes on a tiny random checkpoint
+of the family with its real kind of tokenizer, predict and evaluate work on it, and stock transformers (in a subprocess
 that never imports bertkit) loads each saved directory with the outputs bertkit's own loader gives. Family-specific
 pieces are checked where they differ: add_prefix_space for byte-level BPE words (NER), answer offsets without the
 space a BPE token carries (QA), whole-word masking from each tokenizer's own word marks (MLM); an embed run's folder
