@@ -115,6 +115,9 @@ def run(
 
     if verbose and quiet:
         raise BertkitError("--verbose and --quiet contradict each other — give one of them")
+    from .distributed import check_launcher
+
+    check_launcher()  # accelerate launch's MULTI_CPU without mpirun: one unranked process per machine
     module, cfg = load_recipe_config(recipe, config, overrides)
     keep_freed_memory()  # this process is ours: reuse freed memory instead of page-faulting it back every step
     with console_session("verbose" if verbose else "quiet" if quiet else "normal"):

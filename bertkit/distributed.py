@@ -2,6 +2,8 @@
 train.deepspeed), checked so that none is silently ignored. Each one either runs, verified in the run itself, or is
 refused in one line before training:
 
+    check_launcher()                               `bertkit run`'s start: accelerate launch's MULTI_CPU without
+                                                   mpirun (one unranked process per machine) refused
     check_distributed_config(train, precision)     config time (`bertkit validate`, `bertkit run`): the forms
                                                    transformers reads, the files they name, DeepSpeed's `auto` values
                                                    and batch sizes against the recipe
@@ -53,6 +55,23 @@ def launched() -> bool:
 
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+# what a process started by torchrun or by MPI (mpirun, accelerate launch --mpirun_hostfile) has: its rank
+_RANK_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def check_launcher() -> None:
+    """accelerate launch with `distributed_type: MULTI_CPU` and several processes or machines starts each machine's
+    script itself, once and with no rank, unless it goes through mpirun (--mpirun_hostfile): accelerate 1.16's
+    simple launcher sets MASTER_ADDR and ACCELERATE_USE_CPU and nothing else, so each machine would train alone on
+    the whole data set and write the same output_dir. Refused in one line before anything runs."""
+    if "ACCELERATE_USE_CPU" in os.environ and "MASTER_ADDR" in os.environ and \
+            not any(name in os.environ for name in _RANK_VARIABLES):
+        raise BertkitError("accelerate launch started this process alone, with no rank: distributed_type MULTI_CPU "
+                           "runs several processes or machines only through mpirun (--mpirun_hostfile), and without "
+                           "it each machine would train on its own — use --config_file "
+                           "recipes/configs/accelerate/multi_node.json (MULTI_GPU: torchrun, gloo on CPU) or torchrun")
 
 
 # ---------------------------------------------------------------------------------------------- config time
@@ -313,6 +332,6 @@ class ShardingCheck(transformers.TrainerCallback):
         say(sharding_line(model, args.process_index, args.world_size))
 
 
-__all__ = ["launched", "world_size", "check_fsdp_config", "check_deepspeed_config", "deepspeed_values",
-           "check_distributed_config", "check_launch", "engine_arguments", "sharding", "sharding_line",
-           "deepspeed_line", "ShardingCheck"]
+__all__ = ["launched", "world_size", "check_launcher", "check_fsdp_config", "check_deepspeed_config",
+           "deepspeed_values", "check_distributed_config", "check_launch", "engine_arguments", "sharding",
+           "sharding_line", "deepspeed_line", "ShardingCheck"]

@@ -133,15 +133,24 @@ def test_chunked_evaluation_counts_each_document_once_across_processes(no_dropou
 # ---------------------------------------------------------------------------------------------- several nodes
 
 
-def start_nodes(args: list[str], cwds: list[Path], logs: Path) -> list[subprocess.Popen]:
+ACCELERATE_MULTI_NODE = ROOT / "recipes" / "configs" / "accelerate" / "multi_node.json"
+
+
+def start_nodes(args: list[str], cwds: list[Path], logs: Path,
+                accelerate_config: Path | None = None) -> list[subprocess.Popen]:
     """`bertkit ARGS` as 2 "nodes" of 1 process on 127.0.0.1: one torchrun agent per node (--nnodes 2 --node_rank K),
-    each in its own working directory, as on two machines sharing only the output_dir's filesystem."""
+    or `accelerate launch --config_file ACCELERATE_CONFIG --machine_rank K` (the README's command), each in its own
+    working directory, as on two machines sharing only the output_dir's filesystem."""
     port, nodes = free_port(), []
     for rank, cwd in enumerate(cwds):
         cwd.mkdir(exist_ok=True)
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
                    "--node_rank", str(rank), "--master_addr", "127.0.0.1", "--master_port", str(port),
                    "-m", "bertkit", *args]
+        if accelerate_config:
+            command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
+                       "--machine_rank", str(rank), "--main_process_ip", "127.0.0.1", "--main_process_port",
+                       str(port), "-m", "bertkit", *args]
         nodes.append(subprocess.Popen(command, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
                                       stderr=open(logs / f"node{rank}.log", "w")))
     return nodes
@@ -164,6 +173,43 @@ def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir
     # written once: rank 0 printed the summary; nothing written into either node's working directory
     assert sum(log.count("dev metrics") for log in logs) == 1
     assert [list(cwd.iterdir()) for cwd in cwds] == [[], []]
+
+
+@pytest.mark.slow
+def test_accelerate_launch_with_the_shipped_multi_node_config(no_dropout_model_dir, sentiment, tmp_path):  # noqa: F811
+    """`accelerate launch --config_file recipes/configs/accelerate/multi_node.json --machine_rank 0|1
+    --main_process_ip HOST` on each of 2 "nodes": the single-process run's weights, written once. The config is read,
+    not overridden: its num_machines and num_processes (2 machines x 1 process) make the two nodes one run."""
+    data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
+    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
+                                                  "train.per_device_train_batch_size=8")])
+    assert single.returncode == 0, single.stderr[-3000:]
+    cwds = [tmp_path / "machine0", tmp_path / "machine1"]
+    nodes = start_nodes(["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", *data,
+                                                    "train.per_device_train_batch_size=4")], cwds, tmp_path,
+                        accelerate_config=ACCELERATE_MULTI_NODE)
+    codes = [node.wait(timeout=600) for node in nodes]
+    logs = [(tmp_path / f"node{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert_same_weights(tmp_path / "one", tmp_path / "two")
+    assert (tmp_path / "two" / "bertkit_run.json").is_file()  # finished: the completion record
+    assert sum(log.count("dev metrics") for log in logs) == 1
+    assert [list(cwd.iterdir()) for cwd in cwds] == [[], []]
+
+
+@pytest.mark.slow
+def test_accelerate_multi_cpu_without_mpirun_is_refused(tmp_path):
+    """accelerate launch's MULTI_CPU across machines without mpirun starts one process per machine with no rank (each
+    would train alone and write the same output_dir): refused in one line before anything runs."""
+    config = json.loads(ACCELERATE_MULTI_NODE.read_text())
+    path = tmp_path / "multi_cpu.json"
+    path.write_text(json.dumps({**config, "distributed_type": "MULTI_CPU", "use_cpu": True}))
+    nodes = start_nodes(["run", "classify", f"output_dir={tmp_path / 'out'}"], [tmp_path / "machine0"], tmp_path,
+                        accelerate_config=path)
+    assert nodes[0].wait(timeout=120) != 0
+    log = (tmp_path / "node0.log").read_text()
+    assert "accelerate launch started this process alone, with no rank" in log, log[-3000:]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
