@@ -24,6 +24,8 @@ merged before the save, so the folder stays stock.
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -170,27 +172,63 @@ def load_data(cfg: Config) -> tuple[RetrievalData, RetrievalData | None, list[st
     return train, dev, corpus
 
 
-def training_dataset(data: RetrievalData) -> datasets.Dataset:
+def training_dataset(data: RetrievalData, seed: int = 42) -> datasets.Dataset:
     """The columns sentence-transformers' losses read by position: (anchor, positive, negative_1..n) with one row
-    per (query, positive) and the same n for every row (the fewest any row has; said when negatives are left
-    out), or (sentence1, sentence2, score)."""
+    per (query, positive) and the same n for every row, or (sentence1, sentence2, score). n is the count most rows
+    have (`negatives_per_row`): a row with more gives its first n, and one with fewer is filled with random passages
+    of other queries, both said — taking the fewest instead would drop every mined negative when one query got none."""
     if data.kind == "scored":
         return datasets.Dataset.from_dict({"sentence1": [r.query for r in data.rows],
                                            "sentence2": [r.positives[0] for r in data.rows],
                                            "score": [r.score for r in data.rows]})
-    counts = [len(row.negatives) for row in data.rows]
-    n = min(counts)
-    if n < max(counts):
-        say(f"negatives per row: {n} (the fewest any row has; {sum(c - n for c in counts)} negatives of rows with "
-            f"more are left out — give every row as many to use them all)")
+    n = negatives_per_row(data)
+    fill = random_negatives(data, n, seed)
     columns = {"anchor": [], "positive": [], **{f"negative_{i + 1}": [] for i in range(n)}}
-    for row in data.rows:
+    for index, row in enumerate(data.rows):
+        negatives = (row.negatives + fill.get(index, []))[:n]
         for positive in row.positives:
             columns["anchor"].append(row.query)
             columns["positive"].append(positive)
             for i in range(n):
-                columns[f"negative_{i + 1}"].append(row.negatives[i])
+                columns[f"negative_{i + 1}"].append(negatives[i])
     return datasets.Dataset.from_dict(columns)
+
+
+def negatives_per_row(data: RetrievalData) -> int:
+    """The number of negatives most rows have (the larger on a tie), said when rows differ."""
+    counts = Counter(len(row.negatives) for row in data.rows)
+    n = max(counts, key=lambda count: (counts[count], count))
+    more = sum(len(row.negatives) - n for row in data.rows if len(row.negatives) > n)
+    fewer = sum(1 for row in data.rows if len(row.negatives) < n)
+    if more or fewer:
+        say(f"negatives per row: {n}, the count most rows have"
+            + (f"; {more} negatives of rows with more are left out" if more else "")
+            + (f"; {fewer} rows with fewer get random passages of other queries as the rest" if fewer else ""))
+    return n
+
+
+def random_negatives(data: RetrievalData, n: int, seed: int) -> dict[int, list[str]]:
+    """For each row with fewer than n negatives, random passages of the other rows (never one of its own): the
+    in-batch loss treats them as it treats the rest of the batch."""
+    passages = list(dict.fromkeys(p for row in data.rows for p in [*row.positives, *row.negatives]))
+    rng, fill = random.Random(seed), {}
+    for index, row in enumerate(data.rows):
+        missing = n - len(row.negatives)
+        if missing <= 0:
+            continue
+        own, chosen = {*row.positives, *row.negatives}, []
+        for _ in range(100 * missing):  # draws, not a scan of every passage per row: a large file stays linear
+            passage = rng.choice(passages)
+            if passage not in own and passage not in chosen:
+                chosen.append(passage)
+                if len(chosen) == missing:
+                    break
+        else:
+            raise BertkitError(f"{data.path}: {row.where} has {len(row.negatives)} negatives where most rows have "
+                               f"{n}, and too few other passages can fill them — give it negatives (bertkit mine), "
+                               "or give every row the same number")
+        fill[index] = chosen
+    return fill
 
 
 def build_loss(cfg: Config, model):
@@ -334,7 +372,7 @@ def main(cfg: Config) -> dict:
     train, dev, corpus = load_data(cfg)
     model = build(cfg, model_path, pooling, normalize)  # bertkit's BERT inside
     cfg.data.max_length = model.max_seq_length
-    train_dataset = training_dataset(train)
+    train_dataset = training_dataset(train, cfg.run.seed)
     eval_batch = cfg.train.get("per_device_eval_batch_size", 64)
     evaluator = build_evaluator(dev, corpus, eval_batch)
     base = dev_metrics(evaluator, model)

@@ -407,3 +407,21 @@ def test_mining_near_duplicates_of_the_positive_is_warned(capsys):
 def test_mine_without_a_ranker_is_one_line(tmp_path):
     result = runner.invoke(app, ["mine", small_pairs(tmp_path / "p.jsonl", 3), "-o", str(tmp_path / "m.jsonl")])
     one_line_error(result, 2, "--model", "--bm25")
+
+
+def test_a_row_with_fewer_negatives_is_filled_not_every_negative_dropped(tmp_path):
+    """A mined file where one query got no negative (mine found none outside its margin): the others' negatives are
+    kept, and that row gets a random passage of another query, never one of its own."""
+    from bertkit.cli import load_recipe
+    from bertkit.tasks.retrieval_files import read_retrieval_file
+
+    rows = [{"query": f"question {i}", "pos": [f"answer {i}"], "neg": [f"hard negative {i}"] if i else []}
+            for i in range(5)]
+    path = tmp_path / "mined.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dataset = load_recipe("embed").training_dataset(read_retrieval_file(str(path)), seed=1)
+    assert dataset.column_names == ["anchor", "positive", "negative_1"]
+    assert dataset["negative_1"][1:] == [f"hard negative {i}" for i in range(1, 5)]
+    filled = dataset["negative_1"][0]
+    assert filled not in ("answer 0", "") and filled in {*(f"answer {i}" for i in range(1, 5)),
+                                                         *(f"hard negative {i}" for i in range(1, 5))}
