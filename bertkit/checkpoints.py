@@ -506,15 +506,23 @@ def _load_finetuned(model_class, model_dir: str):
 def _from_pretrained(model_class, model_dir: str):
     """from_pretrained, with a SafetensorError (which names no file) turned into one line that does, and every weight
     of the fine-tuned model checked to come from the checkpoint (a missing one would predict at random)."""
-    try:
+    with weights_read(model_dir):
         model, info = model_class.from_pretrained(model_dir, output_loading_info=True, **NO_HUB_KERNELS)
+    check_encoder_loaded(info, model_dir, model, fine_tuned=True)
+    return model
+
+
+@contextmanager
+def weights_read(model_dir: str):
+    """Around a load of `model_dir`'s weights (from_pretrained, SentenceTransformer(...)): safetensors' error on a
+    truncated or damaged file, which names no file, becomes one line that does."""
+    try:
+        yield
     except Exception as error:
         if type(error).__name__ != "SafetensorError":
             raise
         raise BertkitError(f"the weights in {model_dir} could not be read ({str(error).splitlines()[0]}) — rerun the "
                            "run, or copy / download the model again") from None
-    check_encoder_loaded(info, model_dir, model, fine_tuned=True)
-    return model
 
 
 def require_task(model_dir: str, suffix: str, command: str) -> None:
@@ -527,7 +535,8 @@ def require_task(model_dir: str, suffix: str, command: str) -> None:
 
 __all__ = [
     "NO_HUB_KERNELS", "DEFAULT_MODEL", "embedded_model_path", "resolve_model", "load_model_config", "load_tokenizer",
-           "load_finetuned", "require_task", "check_model_dir", "check_pretrained", "implementation_for",
+           "load_finetuned", "weights_read", "require_task", "check_model_dir", "check_pretrained",
+           "implementation_for",
            "task_config", "check_encoder_loaded", "check_encoder_layers",
            "check_safetensors_only", "check_vocabulary_fits", "weight_names", "pickled_weights_message",
            "pickled_state_refused",

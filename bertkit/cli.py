@@ -499,6 +499,17 @@ def mine_command(
     from .rundir import replacing_allowed
     from .tasks.embed import mine_file
 
+    # numbers that cannot work, refused before a model or a file is read (sentence-transformers would refuse some
+    # only after the model loaded, BM25 none: a negative --range-min or an empty window wrote a file of no negatives)
+    at_least(num_negatives, 1, "--num-negatives", "negatives per query, e.g. --num-negatives 3")
+    at_least(range_min, 0, "--range-min", "top-ranked candidates to skip, e.g. --range-min 0 (skip none)")
+    if range_max is not None:
+        at_least(range_max, range_min + 1, "--range-max", f"candidates looked at, more than --range-min {range_min}"
+                 f" (e.g. --range-max {range_min + 10 * num_negatives})")
+    if margin is not None and not 0 <= margin < 1:
+        raise BertkitError(f"--margin {margin}: use 0 <= margin < 1 — the share of the positive's score a negative "
+                           f"must stay below (0.05 skips candidates within 5%; 0 skips none)")
+    at_least(batch_size, 1, "--batch-size", "texts per batch, e.g. --batch-size 64")
     with console_session(), replacing_allowed(force):
         count = mine_file(input_file, output, model, corpus, bm25, num_negatives, range_min, range_max, margin,
                           batch_size)

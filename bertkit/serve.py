@@ -355,10 +355,7 @@ class EmbedEndpoint:
         name = body.prompt_name if body.prompt_name is not None else self.default_prompt
         if name is not None and name not in self.prompts:
             raise InputError(f"prompt_name {name!r}: this model's prompts are {sorted(self.prompts) or 'none'}")
-        texts = [_text(value, f"inputs[{i}]") for i, value in enumerate(_items(body.inputs))]
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise InputError(f"inputs[{i}] is empty: give a text to embed")
+        texts = [_filled(value, f"inputs[{i}]") for i, value in enumerate(_items(body.inputs))]
         return [(text, name, bool(body.normalize)) for text in texts]
 
     def chars(self, example) -> int:
@@ -396,15 +393,10 @@ class RerankEndpoint:
         self.info = {"max_length": reranker.max_length, "activation": "sigmoid"}
 
     def parse(self, body) -> list[tuple[str, str]]:
-        query = _text(body.query, "query")
-        if not query.strip():
-            raise InputError("query is empty: give the text to rank the texts against")
+        query = _filled(body.query, "query")
         if not isinstance(body.texts, list) or not body.texts:
             raise InputError("texts must be a non-empty list of strings")
-        texts = [_text(value, f"texts[{i}]") for i, value in enumerate(body.texts)]
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise InputError(f"texts[{i}] is empty: give a text to score")
+        texts = [_filled(value, f"texts[{i}]") for i, value in enumerate(body.texts)]
         return [(query, text) for text in texts]
 
     def chars(self, example) -> int:
@@ -430,7 +422,7 @@ def load_embedder(model_dir: str):
     """The embedding model of a folder, at the precision `inference_precision` set: its ONNX export run by ONNX
     Runtime, or the folder loaded by sentence-transformers itself (its modules, pooling and prompts as saved: a
     stock folder, no trust_remote_code) and readied as predict readies a model (checkpoints.for_inference)."""
-    from .checkpoints import LOAD_PRECISION, for_inference
+    from .checkpoints import LOAD_PRECISION, for_inference, weights_read
     from .onnx_model import is_onnx_export, load_onnx_embedder
 
     if is_onnx_export(model_dir):
@@ -438,7 +430,8 @@ def load_embedder(model_dir: str):
     from sentence_transformers import SentenceTransformer
 
     try:
-        model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+        with weights_read(model_dir):
+            model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
     except (OSError, ValueError, KeyError) as error:
         raise BertkitError(f"{model_dir}: sentence-transformers could not load this embedding model "
                            f"({str(error).splitlines()[0] if str(error) else type(error).__name__}) — give an embed "

@@ -14,6 +14,7 @@ from test_serve import running  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+EMPTY = "is empty — give it some text (training refuses empty texts too)"  # /predict's words, one check for all
 TEXTS = ["How do glaciers move?", "A glacier flows downhill under its own weight, slowly deforming.",
          "The cat sat on the mat.", "x"]
 
@@ -46,7 +47,7 @@ def test_embed_equals_sentence_transformers_encode(minilm_dir):
         assert info["task"] == "embed" and info["endpoints"] == ["/embed"] and info["dimension"] == 384
         wrong = httpx.post(f"{url}/predict", json={"inputs": "a text"}, timeout=30)
         assert wrong.status_code == 400 and "POST /embed" in wrong.json()["error"]
-        for body, words in (({"inputs": ["fine", ""]}, "inputs[1] is empty"),
+        for body, words in (({"inputs": ["fine", ""]}, f"inputs[1] {EMPTY}"), ({"inputs": " \n"}, f"inputs[0] {EMPTY}"),
                             ({"inputs": "a", "prompt_name": "nope"}, "prompt_name 'nope'"),
                             ({"inputs": "a", "pooling": "cls"}, "pooling")):
             refused = httpx.post(f"{url}/embed", json=body, timeout=30)
@@ -72,9 +73,9 @@ def test_rerank_equals_cross_encoder_predict_best_first(cross_encoder_dir):
         assert httpx.get(f"{url}/info").json()["endpoints"] == ["/rerank"]
         wrong = httpx.post(f"{url}/embed", json={"inputs": "a text"}, timeout=30)
         assert wrong.status_code == 400 and "POST /rerank" in wrong.json()["error"]
-        for body, words in (({"query": " ", "texts": ["a"]}, "query is empty"),
+        for body, words in (({"query": " ", "texts": ["a"]}, f"query {EMPTY}"),
                             ({"query": "q", "texts": []}, "texts must be a non-empty list"),
-                            ({"query": "q", "texts": ["a", ""]}, "texts[1] is empty"),
+                            ({"query": "q", "texts": ["a", ""]}, f"texts[1] {EMPTY}"),
                             ({"query": "q"}, "texts")):
             refused = httpx.post(f"{url}/rerank", json=body, timeout=30)
             assert refused.status_code == 422 and words in refused.json()["error"], refused.text
@@ -110,5 +111,7 @@ def test_embed_export_holds_pooling_and_normalisation_and_serves_what_encode_giv
         response = httpx.post(f"{url}/embed", json={"inputs": TEXTS}, timeout=60)
         assert response.status_code == 200, response.text
         assert np.abs(np.asarray(response.json()) - expected).max() < 1e-4
+        refused = httpx.post(f"{url}/embed", json={"inputs": ["fine", "  "]}, timeout=30)
+        assert refused.status_code == 422 and f"inputs[1] {EMPTY}" in refused.json()["error"], refused.text
         info = httpx.get(f"{url}/info").json()
         assert info["task"] == "embed" and info["precision"] == "fp32" and info["implementation"] == "OnnxEmbedder"

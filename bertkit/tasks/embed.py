@@ -191,12 +191,13 @@ def load_predictor(model_dir: str) -> Embedder:
     `inference_precision` set."""
     from sentence_transformers import SentenceTransformer
 
-    from ..checkpoints import for_inference
+    from ..checkpoints import for_inference, weights_read
 
     if not (Path(model_dir) / "modules.json").is_file():
         raise BertkitError(f"{model_dir} is not a sentence-transformers model (no modules.json) — give the "
                            f"output_dir of a bertkit embed run")
-    model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+    with weights_read(model_dir):
+        model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
     use_bertkit_backbone(model, transformer_path(model_dir))
     model[0].model = for_inference(model[0].auto_model)
     model.to(model[0].auto_model.device)
@@ -274,8 +275,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     if suffix not in (".jsonl", ".json", ".npy"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name (or .npy for a NumPy array)")
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="vectors")
+    texts, kind = read_texts(input_path)  # a file that cannot be read is said before the model loads
     embedder = load_predictor(model_dir)
-    texts, kind = read_texts(input_path)
     say(f"encoding {len(texts)} texts as {'queries' if kind == QUERY else 'passages'}")
     vectors = encode(embedder, texts, kind, batch_size)
     if suffix == ".npy":
@@ -298,9 +299,9 @@ def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str
     if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
         raise BertkitError(f"output file {output_path}: use a .jsonl name")
     output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir])
-    embedder = load_predictor(model_dir)
-    queries, _ = read_texts(input_path)
+    queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
     passages = read_corpus(corpus)
+    embedder = load_predictor(model_dir)
     ranked, scores = top_k(encode(embedder, queries, QUERY, batch_size),
                            encode(embedder, passages, DOCUMENT, batch_size), top)
     with atomic_output(output_path, "rankings") as handle:

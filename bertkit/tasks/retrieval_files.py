@@ -445,8 +445,8 @@ def _model_negatives(rows: list[RetrievalRow], corpus: list[str], model, num_neg
                                     query_prompt=query_prompt or None, corpus_prompt=passage_prompt or None,
                                     batch_size=batch_size, verbose=False)
     except ValueError as error:  # its window checks (range_min >= range_max, too few candidates)
-        raise BertkitError(f"hard-negative mining refused the settings ({clip(error, 160)}) — change "
-                           f"mine.range_min / mine.range_max / mine.num_negatives") from None
+        raise BertkitError(f"hard-negative mining refused the settings ({clip(error, 160)}) — change --range-min "
+                           f"/ --range-max / --num-negatives (negatives_per_query in a rerank run)") from None
     found: dict[str, list[str]] = {}
     for query, negative in zip(mined["query"], mined["negative"]):
         found.setdefault(query, [])
