@@ -295,7 +295,8 @@ def evaluate(
 @app.command("export")
 @user_errors
 def export_command(
-    run_dir: str = typer.Argument(..., help="A fine-tuned run directory (classify, ner, qa, choice, distill)."),
+    run_dir: str = typer.Argument(..., help="A fine-tuned run directory (classify, ner, qa, choice, distill, embed, "
+                                  "rerank)."),
     fmt: str = typer.Option("onnx", "--format", help="Export format: onnx."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: also write a dynamically quantized graph."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Export folder (default: RUN_DIR-onnx)."),
