@@ -47,7 +47,7 @@ MAX_LENGTH = 256
 # recipes/configs/embed/en_qa.yaml's settings, which the plain script copies (the bertkit runs take the config itself)
 EMBED = {"learning_rate": 3.0e-5, "batch_size": 32, "epochs": 1, "warmup": 0.1, "weight_decay": 0.01, "scale": 20.0}
 RERANK_TOP = 20
-RERANK_MAX_LENGTH = 128  # rerank/en_qa's data.max_length
+RERANK_MAX_LENGTH = 64  # rerank/en_qa's data.max_length (the length its pairs were trained at)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -264,7 +264,7 @@ def step_quality(args, state: dict, save) -> None:
             elif variant == "embed_mined":
                 bertkit("run", "embed", "-c", "embed/en_qa", f"output_dir={run_dir}", f"seed={seed}",
                         *[f"data.train={mined}" if d.startswith("data.train=") else d for d in embed_data])
-            elif variant == "rerank":  # rerank/en_qa as shipped: max_length 128 per pair, 1 BM25 negative
+            elif variant == "rerank":  # rerank/en_qa as shipped (max_length 64, 1 BM25 negative)
                 bertkit("run", "rerank", "-c", "rerank/en_qa", f"output_dir={run_dir}", f"seed={seed}", *data)
             else:
                 subprocess.run([sys.executable, __file__, "--plain-st", "--data", str(xquad), "--train-file",
@@ -497,7 +497,8 @@ def setup_text(state: dict) -> str:
             f"passed as `data.corpus`. Trained rows: all-MiniLM-L6-v2, `-c embed/en_qa` as shipped (MNRL, scale 20, "
             f"batch 32, lr 3e-5, 1 epoch, warmup 0.1, precision=auto) with `data.max_length={MAX_LENGTH}`; "
             f"`bertkit mine --model all-MiniLM-L6-v2 --num-negatives 1` over the training paragraphs for the mined "
-            f"row; `-c rerank/en_qa` as shipped (BCE, 1 BM25-mined negative per question, max_length 128). The plain "
+            f"row; `-c rerank/en_qa` as shipped (BCE, 1 BM25-mined negative per question, max_length 64, "
+            f"lr 1e-4, head_lr 2e-3, 2 epochs). The plain "
             f"script (`--plain-st` mode of the same file) is SentenceTransformerTrainer with the same model, data, "
             f"loss, batch size, lr, warmup, weight decay, epochs, seed, precision, no-duplicates batches and "
             f"end-of-epoch evaluation. Every NDCG@10 / MRR@10 here is computed by one function "
