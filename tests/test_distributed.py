@@ -157,29 +157,13 @@ def start_nodes(args: list[str], cwds: list[Path], logs: Path,
 
 
 @pytest.mark.slow
-def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir, sentiment, tmp_path):  # noqa: F811
-    data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
-    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
-                                                  "train.per_device_train_batch_size=8")])
-    assert single.returncode == 0, single.stderr[-3000:]
-    cwds = [tmp_path / "machine0", tmp_path / "machine1"]
-    nodes = start_nodes(["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", *data,
-                                                    "train.per_device_train_batch_size=4")], cwds, tmp_path)
-    codes = [node.wait(timeout=600) for node in nodes]
-    logs = [(tmp_path / f"node{rank}.log").read_text() for rank in (0, 1)]
-    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-    assert_same_weights(tmp_path / "one", tmp_path / "two")
-    assert (tmp_path / "two" / "bertkit_run.json").is_file()  # finished: the completion record
-    # written once: rank 0 printed the summary; nothing written into either node's working directory
-    assert sum(log.count("dev metrics") for log in logs) == 1
-    assert [list(cwd.iterdir()) for cwd in cwds] == [[], []]
-
-
-@pytest.mark.slow
-def test_accelerate_launch_with_the_shipped_multi_node_config(no_dropout_model_dir, sentiment, tmp_path):  # noqa: F811
-    """`accelerate launch --config_file recipes/configs/accelerate/multi_node.json --machine_rank 0|1
-    --main_process_ip HOST` on each of 2 "nodes": the single-process run's weights, written once. The config is read,
-    not overridden: its num_machines and num_processes (2 machines x 1 process) make the two nodes one run."""
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir, sentiment, tmp_path,  # noqa: F811
+                                                            launcher):
+    """2 "nodes" of 1 process on 127.0.0.1, by torchrun (--nnodes 2 --node_rank K) or by `accelerate launch
+    --config_file recipes/configs/accelerate/multi_node.json --machine_rank K --main_process_ip HOST` (the config is
+    read, not overridden: its num_machines and num_processes make the two nodes one run): the single-process run's
+    weights, written once."""
     data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
     single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
                                                   "train.per_device_train_batch_size=8")])
@@ -187,12 +171,13 @@ def test_accelerate_launch_with_the_shipped_multi_node_config(no_dropout_model_d
     cwds = [tmp_path / "machine0", tmp_path / "machine1"]
     nodes = start_nodes(["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", *data,
                                                     "train.per_device_train_batch_size=4")], cwds, tmp_path,
-                        accelerate_config=ACCELERATE_MULTI_NODE)
+                        accelerate_config=ACCELERATE_MULTI_NODE if launcher == "accelerate" else None)
     codes = [node.wait(timeout=600) for node in nodes]
     logs = [(tmp_path / f"node{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     assert_same_weights(tmp_path / "one", tmp_path / "two")
     assert (tmp_path / "two" / "bertkit_run.json").is_file()  # finished: the completion record
+    # written once: rank 0 printed the summary; nothing written into either node's working directory
     assert sum(log.count("dev metrics") for log in logs) == 1
     assert [list(cwd.iterdir()) for cwd in cwds] == [[], []]
 
