@@ -239,7 +239,8 @@ def predict(
                                "input, a run's file or the data a run was made from)."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="embed: rank this file's passages (.txt one per "
                                          "line, or a table with a text column) for each query, instead of vectors."),
-    top_k: int = typer.Option(10, "--top-k", help="embed with --corpus: passages written per query."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="embed with --corpus: passages written per query "
+                                        "(default 10)."),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa), the chosen option (choice), for each [MASK] of a text line, the likeliest tokens
@@ -252,13 +253,17 @@ def predict(
 
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
     at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
+    if top_k is not None and corpus is None:  # it would be ignored: without a corpus predict writes vectors
+        raise BertkitError(f"--top-k {top_k} needs --corpus: it is how many of the corpus's passages are written per "
+                           f"query (embed models) — add --corpus passages.txt, or leave --top-k out")
     # bertkit's bar over examples, not transformers' bars; --force reaches the task's output check
     with console_session(), inference_precision(precision), replacing_allowed(force):
         module = task_module(model_dir)
         if corpus is not None:  # ranking a corpus is the embedding models' own (the other tasks have no passages)
             if not hasattr(module, "predict_top_k"):
                 raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
-            count = module.predict_top_k(model_dir, input_file, output, corpus, top_k, batch_size)
+            count = module.predict_top_k(model_dir, input_file, output, corpus, batch_size=batch_size,
+                                         **({} if top_k is None else {"top": top_k}))  # else its 10
         else:
             count = module.predict_file(model_dir, input_file, output, batch_size, min_confidence)
     typer.echo(f"wrote {count} predictions to {output}")
@@ -489,8 +494,9 @@ def mine_command(
                                   "positives)."),
     range_max: Optional[int] = typer.Option(None, "--range-max", help="Take negatives from the first this many "
                                             "candidates (default: enough for --num-negatives)."),
-    margin: Optional[float] = typer.Option(0.05, "--margin", help="model: skip candidates scoring within this share "
-                                           "of the positive's score (sentence-transformers' relative_margin)."),
+    margin: Optional[float] = typer.Option(None, "--margin", help="--model only: skip candidates scoring within this "
+                                           "share of the positive's score (sentence-transformers' relative_margin; "
+                                           "default 0.05)."),
     batch_size: int = typer.Option(64, help="Texts per batch when encoding."),
     force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o."),
 ):
@@ -510,10 +516,14 @@ def mine_command(
     if margin is not None and not 0 <= margin < 1:
         raise BertkitError(f"--margin {margin}: use 0 <= margin < 1 — the share of the positive's score a negative "
                            f"must stay below (0.05 skips candidates within 5%; 0 skips none)")
+    if margin is not None and model is None and bm25:  # mine_file would drop it: BM25 scores are on another scale
+        raise BertkitError(f"--margin {margin}: the margin is a share of the positive's score by an embedding model, "
+                           f"and BM25 alone gives no such score (its scores are on another scale) — add --model, or "
+                           f"leave --margin out (--range-min skips BM25's top candidates)")
     at_least(batch_size, 1, "--batch-size", "texts per batch, e.g. --batch-size 64")
     with console_session(), replacing_allowed(force):
-        count = mine_file(input_file, output, model, corpus, bm25, num_negatives, range_min, range_max, margin,
-                          batch_size)
+        count = mine_file(input_file, output, model, corpus, bm25, num_negatives, range_min, range_max,
+                          batch_size=batch_size, **({} if margin is None else {"margin": margin}))  # else its 0.05
     typer.echo(f"wrote {count} queries with mined negatives to {output}")
 
 

@@ -413,7 +413,11 @@ class RerankEndpoint:
     @staticmethod
     def ranked(logits: list[float], texts: list[str], raw_scores: bool, return_text: bool) -> list[dict]:
         """TEI's answer: every text's index and score, highest score first."""
-        scores = logits if raw_scores else [1 / (1 + math.exp(-x)) if math.isfinite(x) else x for x in logits]
+        def sigmoid(x: float) -> float:  # exp of -|x| only: math.exp(-x) overflowed below x = -709 (an error 500)
+            small = math.exp(-abs(x))
+            return 1 / (1 + small) if x >= 0 else small / (1 + small)
+
+        scores = logits if raw_scores else [sigmoid(x) if math.isfinite(x) else x for x in logits]
         order = sorted(range(len(scores)), key=lambda i: -scores[i] if math.isfinite(scores[i]) else math.inf)
         return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in order]
 

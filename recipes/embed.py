@@ -43,7 +43,7 @@ from sentence_transformers.sentence_transformer.losses import (CachedMultipleNeg
 from bertkit import checkpoints, checks, options, training
 from bertkit.config import INLINE
 from bertkit.console import say, warn
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigValueError
 from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
 from bertkit.search import search_or_seeds
@@ -78,7 +78,8 @@ class Config:
     mini_batch_size: Annotated[int, Field(ge=1)] = 32
     """cached_mnrl: texts per forward pass; memory follows this, not the batch size."""
     matryoshka_dims: list[Annotated[int, Field(ge=1)]] | None = None
-    """Also train truncated vectors of these sizes (MatryoshkaLoss), e.g. [384, 256, 128, 64]."""
+    """Also train truncated vectors of these sizes, largest first (MatryoshkaLoss), e.g. [384, 256, 128, 64];
+    null: full-size vectors only."""
     pooling: Literal["auto", "cls", "mean"] = "auto"
     """auto: the model's own sentence-transformers pooling; a plain checkpoint has none: mean is assumed (said)."""
     normalize: bool | None = None
@@ -102,9 +103,14 @@ class Config:
         if self.loss != "cosent" and isinstance(batch, int) and batch < 2:
             raise BertkitError(f"train.per_device_train_batch_size={batch}: loss={self.loss} takes its negatives "
                                f"from the other rows of a batch, and a batch of 1 has none — use at least 2")
-        if self.matryoshka_dims and sorted(self.matryoshka_dims, reverse=True) != self.matryoshka_dims:
-            raise BertkitError(f"matryoshka_dims={self.matryoshka_dims}: give the sizes largest first, e.g. "
-                               f"{sorted(set(self.matryoshka_dims), reverse=True)}")
+        dims = self.matryoshka_dims
+        if dims is not None and not dims:
+            raise ConfigValueError("matryoshka_dims", "config key 'matryoshka_dims' is an empty list, which gives no "
+                                   "sizes to train — give them largest first, e.g. matryoshka_dims=[384,256,128,64], "
+                                   "or leave the key out (null: full-size vectors only)")
+        if dims and sorted(set(dims), reverse=True) != dims:  # largest first, each size once
+            raise ConfigValueError("matryoshka_dims", f"config key 'matryoshka_dims' is {dims}: give the sizes largest "
+                                   f"first, each once, e.g. {sorted(set(dims), reverse=True)}")
         if self.lora.enabled and not self.lora.merge:
             raise BertkitError("lora.merge=false is not available for embed: sentence-transformers would save the "
                                "adapter alone, which SentenceTransformer(path) loads only with peft installed — use "
@@ -137,6 +143,10 @@ def build(cfg: Config, model_path: str, pooling: str, normalize: bool):
     inside where the model is BERT, the prefixes as its prompts, LoRA adapters on the backbone when lora.enabled
     (peft; merged before the save, so the folder stays stock)."""
     model = task.build_model(model_path, pooling, normalize, cfg.data.max_length)
+    size = model.get_embedding_dimension()  # known once the model is built: said before the dev evaluation
+    if cfg.matryoshka_dims and cfg.matryoshka_dims[0] > size:
+        raise BertkitError(f"matryoshka_dims={cfg.matryoshka_dims}: the model's vectors have {size} dimensions — "
+                           f"give sizes up to {size}")
     task.set_prefixes(model, cfg.query_prefix, cfg.passage_prefix)  # saved in config_sentence_transformers.json
     if cfg.lora.enabled:
         model[0].model = training.add_lora(model[0].auto_model, cfg.lora, task_type=None)
@@ -239,11 +249,7 @@ def build_loss(cfg: Config, model):
         loss = CachedMultipleNegativesRankingLoss(model, scale=cfg.scale, mini_batch_size=cfg.mini_batch_size)
     else:
         loss = CoSENTLoss(model, scale=cfg.scale)
-    if cfg.matryoshka_dims:
-        size = model.get_embedding_dimension()
-        if cfg.matryoshka_dims[0] > size:
-            raise BertkitError(f"matryoshka_dims={cfg.matryoshka_dims}: the model's vectors have {size} dimensions — "
-                               f"give sizes up to {size}")
+    if cfg.matryoshka_dims:  # sizes checked against the model's vectors in build()
         loss = MatryoshkaLoss(model, loss, matryoshka_dims=cfg.matryoshka_dims)
     return loss
 

@@ -22,6 +22,7 @@ scores each epoch on the same candidates and picks the best checkpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -32,7 +33,7 @@ from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, L
 from bertkit import BertkitForSequenceClassification, checkpoints, checks, families, options, tasks, training
 from bertkit.config import INLINE
 from bertkit.console import say, warn
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigValueError
 from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
 from bertkit.tasks import rerank as task
@@ -79,8 +80,23 @@ class Config:
     def __post_init__(self):  # `bertkit validate` catches values that cannot work, before anything is loaded
         checks.check_recipe(self, has_eval=self.data.eval is not None)
         checks.check_data_file(self.data.corpus, "data.corpus", False)
+        check_first_stage(self.first_stage)
         if self.tune.search.trials or self.tune.seeds:
             raise BertkitError("search.trials / seeds are not available for rerank yet — remove them and train once")
+
+
+def check_first_stage(first_stage: str) -> None:
+    """first_stage is bm25 or an embedding model folder (an embed run's output_dir), said where it is set: else the
+    mistake showed only at the dev evaluation, after mining and training."""
+    if first_stage == "bm25":
+        return
+    if not Path(first_stage).is_dir():
+        raise ConfigValueError("first_stage", f"config key 'first_stage' is {first_stage!r}, neither bm25 nor a folder "
+                               "— give first_stage=bm25 or the output_dir of an embed run")
+    if tasks.sentence_transformers_kind(first_stage) != "embed":
+        raise ConfigValueError("first_stage", f"config key 'first_stage': {first_stage} is not an embedding model "
+                               "folder (an embed run's output_dir or a sentence-transformers model) — give one, or "
+                               "first_stage=bm25")
 
 
 SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)

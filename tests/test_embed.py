@@ -425,3 +425,62 @@ def test_a_row_with_fewer_negatives_is_filled_not_every_negative_dropped(tmp_pat
     filled = dataset["negative_1"][0]
     assert filled not in ("answer 0", "") and filled in {*(f"answer {i}" for i in range(1, 5)),
                                                          *(f"hard negative {i}" for i in range(1, 5))}
+
+
+# ------------------------------------------------------------------------------------------------ retrieval defects
+
+
+@pytest.mark.parametrize("dims, fragments", [
+    ("[]", ["'matryoshka_dims' is an empty list", "leave the key out", "(from override matryoshka_dims=[])"]),
+    ("[64,64]", ["'matryoshka_dims' is [64, 64]", "largest first, each once, e.g. [64]"]),  # the same size twice
+    ("[16,64]", ["'matryoshka_dims' is [16, 64]", "largest first", "e.g. [64, 16]"]),
+    ("[0]", ["matryoshka_dims", "greater than or equal to 1"]),
+])
+def test_matryoshka_dims_are_refused_by_validate_unless_sizes_largest_first(dims, fragments):
+    result = runner.invoke(app, ["validate", "embed", f"matryoshka_dims={dims}"])
+    one_line_error(result, 2, *fragments)
+
+
+def test_matryoshka_dims_larger_than_the_models_vectors_are_said_before_the_dev_evaluation(tiny_model_dir, tmp_path):
+    """Refused only as the trainer built the loss: after the base model's dev evaluation (minutes on a large one)."""
+    _, result = tiny_run(tiny_model_dir, tmp_path, "matryoshka_dims=[64,16]")  # the tiny BERT's vectors: 32
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == "error: matryoshka_dims=[64, 16]: the model's vectors have 32 dimensions — give sizes up to 32"
+    assert "base model on dev" not in result.output, result.output
+
+
+def test_mine_refuses_a_margin_with_bm25_alone(tmp_path):
+    """--margin is a share of the positive's score by the embedding model: BM25 alone has no such score (its
+    scores are on another scale), and the margin was silently ignored."""
+    pairs, out = small_pairs(tmp_path / "p.jsonl", 6), tmp_path / "m.jsonl"
+    result = runner.invoke(app, ["mine", pairs, "-o", str(out), "--bm25", "--margin", "0.2"])
+    one_line_error(result, 2, "--margin 0.2", "--model", "BM25")
+    assert not out.exists()
+    result = runner.invoke(app, ["mine", pairs, "-o", str(out), "--bm25"])  # no --margin: BM25 alone still mines
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+
+
+def test_predict_refuses_top_k_without_a_corpus(minilm_dir, tmp_path):
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"query": "Who designed the Millrace Bridge?"}])
+    out = tmp_path / "v.jsonl"
+    result = runner.invoke(app, ["predict", minilm_dir, queries, "--top-k", "3", "-o", str(out)])
+    one_line_error(result, 2, "--top-k 3 needs --corpus", "add --corpus")
+    assert not out.exists()
+
+
+def test_an_output_that_is_the_input_is_said_before_its_suffix(minilm_dir, tmp_path):
+    """`predict EMBED_RUN texts.csv -o texts.csv` said "use a .jsonl name" rather than that it is the input."""
+    texts = write_csv(tmp_path / "texts.csv", ["query"], [["Who designed the Millrace Bridge?"]])
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The Millrace Bridge was designed by Marta Kovač.\nCats sleep a lot.\n")
+    before = Path(texts).read_text()
+    for extra in ([], ["--corpus", str(corpus)]):
+        result = runner.invoke(app, ["predict", minilm_dir, texts, "-o", texts, *extra])
+        one_line_error(result, 2, f"-o {texts} is the input file")
+    result = runner.invoke(app, ["predict", minilm_dir, texts, "--corpus", str(corpus), "-o", str(corpus)])
+    one_line_error(result, 2, f"-o {corpus} is the input file")
+    result = runner.invoke(app, ["mine", texts, "-o", texts, "--bm25"])
+    one_line_error(result, 2, f"-o {texts} is the input file")
+    assert Path(texts).read_text() == before

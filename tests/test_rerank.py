@@ -175,3 +175,20 @@ def test_the_model_card_says_text_ranking_with_a_cross_encoder_snippet_and_the_f
     row = f"| ndcg@10 | {metrics['first_stage_ndcg@10']:.4f} | {metrics['ndcg@10']:.4f} |"
     assert "| metric | bm25 alone | re-ranked |" in text and row in text, text
     assert {result.metric_type for result in card.data.eval_results} == {"ndcg@10", "mrr@10", "recall@10"}
+
+
+def test_first_stage_is_bm25_or_an_embed_model_folder_checked_by_validate(tmp_path, minilm_dir, tiny_model_dir):
+    """first_stage=nope passed `bertkit validate` and was said only at the dev evaluation, after mining."""
+    from typer.testing import CliRunner
+
+    from bertkit.cli import app
+    from helpers import one_line_error
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["validate", "rerank", "first_stage=nope"])
+    one_line_error(result, 2, "config key 'first_stage'", "nope", "first_stage=bm25", "(from override first_stage=")
+    result = runner.invoke(app, ["validate", "rerank", f"first_stage={tiny_model_dir}"])  # a plain BERT checkpoint
+    one_line_error(result, 2, "config key 'first_stage'", "not an embedding model folder")
+    for good in ("bm25", minilm_dir):  # MiniLM is a sentence-transformers embedding folder
+        result = runner.invoke(app, ["validate", "rerank", f"first_stage={good}"])
+        assert result.exit_code == 0, result.output

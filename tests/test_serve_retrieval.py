@@ -3,6 +3,8 @@ embedding folder (the real all-MiniLM-L6-v2) equals `SentenceTransformer(path).e
 folder equals `CrossEncoder(path).predict` sorted best first, and each model refuses the other routes naming its
 own. The server helper is test_serve.py's."""
 
+import math
+
 import httpx
 import numpy as np
 import pytest
@@ -115,3 +117,16 @@ def test_embed_export_holds_pooling_and_normalisation_and_serves_what_encode_giv
         assert refused.status_code == 422 and f"inputs[1] {EMPTY}" in refused.json()["error"], refused.text
         info = httpx.get(f"{url}/info").json()
         assert info["task"] == "embed" and info["precision"] == "fp32" and info["implementation"] == "OnnxEmbedder"
+
+
+def test_rerank_scores_of_huge_logits_do_not_overflow():
+    """math.exp(-x) overflows below x = -709: /rerank answered 500 for a very negative logit."""
+    from bertkit.serve import RerankEndpoint
+
+    ranked = RerankEndpoint.ranked([-1000.0, 1000.0, 0.0, -800.0], ["a", "b", "c", "d"], False, True)
+    assert [r["index"] for r in ranked[:2]] == [1, 2]
+    assert [r["score"] for r in ranked] == [1.0, 0.5, 0.0, 0.0]
+    assert RerankEndpoint.ranked([-1000.0], ["a"], True, False) == [{"index": 0, "score": -1000.0}]
+    assert abs(RerankEndpoint.ranked([2.0], ["a"], False, False)[0]["score"] - 1 / (1 + math.exp(-2.0))) < 1e-12
+    tiny = RerankEndpoint.ranked([-40.0, -38.0], ["a", "b"], False, False)  # tiny scores keep the logits' order
+    assert [r["index"] for r in tiny] == [1, 0] and 0 < tiny[1]["score"] < tiny[0]["score"] < 1e-16
