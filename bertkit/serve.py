@@ -628,23 +628,27 @@ def load_endpoint(run_dir: str):
 class Server:
     """What the routes do, apart from FastAPI: the endpoint, the batcher, the limits and the metrics."""
 
-    def __init__(self, run_dir: str, precision: str, limits: Limits):
+    def __init__(self, run_dir: str, precision: str, limits: Limits, engine: str | None = None):
         from . import __version__
+        from .engine import Engine, choose
         from .inference import inference_precision, resolved_precision
 
         limits.check()
         self.runs_at, self.precision_reason = resolved_precision(precision)
         with inference_precision(precision):  # int8 quantizes as the model loads, bf16 casts it
             self.endpoint = load_endpoint(run_dir)
+            model = getattr(self.endpoint.predictor, "model", None)
+            if model is not None and not hasattr(model, "parameters"):  # an ONNX export: its int8 graph if asked
+                self.runs_at = "int8" if precision == "int8" else "fp32"
+                self.precision_reason = f"the export's {self.runs_at} graph"
+                self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export")
+            else:  # PyTorch, ONNX Runtime or each for the calls it runs faster (engine.py)
+                self.engine = choose(run_dir, self.endpoint.predictor, engine, self.runs_at)
         self.limits, self.stats = limits, Stats()
         self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
-        model = getattr(self.endpoint.predictor, "model", None)
-        if model is not None and not hasattr(model, "parameters"):  # an ONNX export: its int8 graph if asked, else fp32
-            self.runs_at = "int8" if precision == "int8" else "fp32"
-            self.precision_reason = f"the export's {self.runs_at} graph"
         self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name,
                      "endpoints": [getattr(self.endpoint, "route", "/predict")], "precision": self.runs_at,
-                     "precision_asked": precision,
+                     "precision_asked": precision, "engine": asdict(self.engine),
                      "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
                      "limits": asdict(limits), **self.endpoint.info}
 
@@ -740,7 +744,7 @@ def answer_errors_as_json(app, server: Server) -> None:
         return server.error(500, f"unexpected {type(exc).__name__}: {first}")
 
 
-def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = None):
+def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = None, engine: str | None = None):
     """The FastAPI app serving `run_dir`. The model is loaded here (errors surface before the server listens), under
     `precision`, and runs in one thread under that precision's autocast."""
     require_serve()
@@ -749,7 +753,7 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     from fastapi.responses import JSONResponse, Response
     from pydantic import BaseModel, ConfigDict
 
-    server = Server(run_dir, precision, limits or Limits())
+    server = Server(run_dir, precision, limits or Limits(), engine)
 
     class PredictRequest(BaseModel):  # TEI's shape; `truncate` is accepted: bertkit cuts texts as it trained
         model_config = ConfigDict(extra="forbid")
@@ -852,18 +856,22 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
-          limits: Limits | None = None, log_level: str = "info") -> None:
+          limits: Limits | None = None, log_level: str = "info", engine: str | None = None) -> None:
     """Bind the port, load the run, then serve it with uvicorn until Ctrl-C / SIGTERM (queued requests are finished
     first)."""
     require_serve()
     import uvicorn
 
+    from .engine import check_engine
+
     (limits or Limits()).check()  # before the port and the model: a limit that cannot work is said first
+    engine = check_engine(engine)
     sock = listening_socket(host, port)
     try:
-        app = create_app(run_dir, precision, limits)
+        app = create_app(run_dir, precision, limits, engine)
         server = app.state.server
-        print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}", flush=True)
+        print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}; engine: "
+              f"{server.engine.describe()}", flush=True)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
         runner = uvicorn.Server(config)
         runner.run(sockets=[sock])

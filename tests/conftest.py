@@ -7,6 +7,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# serve's engine auto exports each model it serves to ONNX once (seconds for every tiny model a test makes): tests
+# serve with PyTorch unless they ask for an engine (tests/test_serve_engine.py does)
+os.environ.setdefault("BERTKIT_ENGINE", "torch")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

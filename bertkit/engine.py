@@ -1,0 +1,203 @@
+"""Which runtime answers a served model: PyTorch (bertkit's unpadded BERT) or ONNX Runtime, chosen on the machine the
+server starts on, per kind of call.
+
+The two win at different shapes on a CPU. One input at a time, ONNX Runtime's graph has little per-call overhead
+and fast small matrix kernels; a batch of inputs of different lengths, PyTorch runs only the real tokens (unpadding)
+where the graph pays for every padded one. On the AMD EPYC of docs/benchmarks.md#http, one ~31-token sentence took
+ONNX Runtime 3.9 ms (int8) / 6.0 ms (fp32) and bertkit's PyTorch path 6.6 ms (bf16) / 12 ms (fp32); batches of 16
+reversed the order. The balance moves with the CPU (AMX makes PyTorch's bf16 several times faster), so `bertkit
+serve` (engine auto) does not guess: it exports the run once to ONNX (kept in the user cache, keyed by the weights:
+later starts reuse it), checks the graph against PyTorch (a mismatch keeps PyTorch, with a warning, never a wrong
+answer), times both runtimes here on one input and on a batch, and gives each kind of call to the faster one.
+`/info` says what it chose and what it measured.
+
+Precision classes are kept: fp32 and bf16 serving time ONNX Runtime's fp32 graph (fp32 is at least as exact as
+bf16), int8 its int8 graph (ONNX Runtime's dynamic quantization, against PyTorch's dynamic int8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .console import warn
+from .errors import BertkitError
+from .inference import inference_precision, run_batch
+
+ENGINES = ("auto", "torch", "onnx")
+TIMED_LENGTH = 32  # tokens of the one-input call timed at start: about one sentence
+TIMED_BATCH = (16, 64)  # rows and longest row of the batch timed at start (rows of random lengths up to it)
+CACHE_VERSION = "1"  # bump when the export's graph changes, so that old cached graphs are not reused
+
+
+@dataclass
+class Engine:
+    """What runs the calls of one input and the calls of several, and why (served in /info)."""
+
+    single: str
+    batch: str
+    reason: str
+    ms_per_input: dict = field(default_factory=dict)  # "{runtime} one" / "{runtime} batch" -> ms per input
+
+    def describe(self) -> str:
+        if self.single == self.batch:
+            return f"{self.single} ({self.reason})"
+        return f"one input -> {self.single}, batches -> {self.batch} ({self.reason})"
+
+
+class TwoRuntimes:
+    """A model for `run_batch` made of two: a call of one row goes to `single`, a larger call to `batch`."""
+
+    def __init__(self, single, batch):
+        self.single, self.batch = single, batch
+        self.config, self.device = batch.config, torch.device("cpu")
+
+    def __call__(self, **inputs):
+        return run_batch(self.single if len(inputs["input_ids"]) == 1 else self.batch, inputs)
+
+    def eval(self):
+        return self
+
+
+def cache_root() -> Path:
+    """Where exported graphs are kept: $BERTKIT_CACHE, else $XDG_CACHE_HOME/bertkit, else ~/.cache/bertkit."""
+    if os.environ.get("BERTKIT_CACHE"):
+        return Path(os.environ["BERTKIT_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bertkit"
+
+
+def weights_key(run_dir: str) -> str:
+    """A digest of what the graph is made from: config.json and every weight file (not the path: a copied run
+    reuses its graph, a retrained one never does), and the torch version that exported it."""
+    digest = hashlib.sha256(f"{CACHE_VERSION} {torch.__version__}".encode())
+    folder = Path(run_dir)
+    for path in sorted([folder / "config.json", *folder.glob("*.safetensors"), *folder.glob("*.bin")]):
+        if path.is_file():
+            digest.update(path.name.encode())
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 22):
+                    digest.update(chunk)
+    return digest.hexdigest()[:24]
+
+
+def cached_export(run_dir: str, int8: bool) -> Path:
+    """The run's ONNX export in the cache (made now if it is not there; int8 added to it when asked): its folder."""
+    from .export import export_run
+    from .onnx_model import EXPORT_FILE, check_graphs
+
+    folder = cache_root() / "onnx" / weights_key(run_dir)
+    files = {}
+    if (folder / EXPORT_FILE).is_file():
+        import json
+
+        try:
+            check_graphs(folder)
+            files = json.loads((folder / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
+        except (BertkitError, ValueError):  # a damaged cache entry is made again
+            files = {}
+    if "fp32" not in files or (int8 and "int8" not in files):
+        with inference_precision("fp32"):  # the graph is traced from the fp32 model, whatever the server runs at
+            export_run(run_dir, str(folder), quantize="int8" if int8 else None, evaluate=False, force=True)
+    return folder
+
+
+def time_per_input(model, inputs: dict, calls: int) -> float:
+    """Median ms per input of `calls` calls of `model` on `inputs` (after one warm-up call)."""
+    run_batch(model, inputs)
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        run_batch(model, inputs)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000 / len(inputs["input_ids"])
+
+
+@torch.inference_mode()
+def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
+    """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved."""
+    from .export import padded_inputs
+
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    one = padded_inputs(config, head, 1, TIMED_LENGTH, seed=1, names=names)
+    batch = padded_inputs(config, head, *TIMED_BATCH, seed=2, names=names)
+    times = {f"{name} {kind}": [] for name in runtimes for kind in ("one", "batch")}
+    for _ in range(rounds):
+        for name, model in runtimes.items():
+            times[f"{name} one"].append(time_per_input(model, one, 5))
+            times[f"{name} batch"].append(time_per_input(model, batch, 1))
+    return {key: round(min(values), 3) for key, values in times.items()}
+
+
+def check_engine(engine: str | None) -> str:
+    """`engine`, or $BERTKIT_ENGINE when it is None, else auto; refused in one line when it is not one of ENGINES."""
+    where = "--engine" if engine is not None else "BERTKIT_ENGINE="
+    engine = engine if engine is not None else os.environ.get("BERTKIT_ENGINE") or "auto"
+    if engine not in ENGINES:
+        raise BertkitError(f"{where}{'' if where.endswith('=') else ' '}{engine}: use one of {', '.join(ENGINES)}")
+    return engine
+
+
+def choose(run_dir: str, predictor, engine: str | None, runs_at: str) -> Engine:
+    """Set `predictor.model` to what serves it under `engine` (auto, torch, onnx) at `runs_at` (the resolved
+    precision), and say what that is. PyTorch stays where ONNX Runtime cannot serve the run (no onnxruntime, a head
+    export does not cover, a graph that does not match)."""
+    engine = check_engine(engine)
+    torch_name = f"torch {runs_at}"
+    if engine == "torch":
+        return Engine(torch_name, torch_name, "--engine torch")
+    why_not = unavailable(run_dir, predictor, runs_at)
+    if why_not:
+        if engine == "onnx":
+            raise BertkitError(f"--engine onnx: {why_not} — use --engine torch (or auto)")
+        return Engine(torch_name, torch_name, why_not)
+    from .onnx_model import head_of, load_onnx_model
+
+    int8 = runs_at == "int8"
+    try:
+        folder = cached_export(run_dir, int8)
+    except BertkitError as problem:  # the graph did not match PyTorch, or did not export: PyTorch answers
+        if engine == "onnx":
+            raise
+        warn(f"serving with PyTorch: the ONNX export of {run_dir} failed its check ({problem})")
+        return Engine(torch_name, torch_name, "the ONNX graph failed its check against PyTorch")
+    graph = load_onnx_model(str(folder), "int8" if int8 else "fp32")
+    graph_name = f"onnxruntime {'int8' if int8 else 'fp32'}"
+    if engine == "onnx":
+        predictor.model = graph
+        return Engine(graph_name, graph_name, "--engine onnx")
+    timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir))
+    single = min((torch_name, graph_name), key=lambda name: timed[f"{name} one"])
+    batch = min((torch_name, graph_name), key=lambda name: timed[f"{name} batch"])
+    runtimes = {torch_name: predictor.model, graph_name: graph}
+    predictor.model = runtimes[single] if single == batch else TwoRuntimes(runtimes[single], runtimes[batch])
+    return Engine(single, batch, "the faster of each, timed at start on this machine", timed)
+
+
+def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:
+    """Why ONNX Runtime cannot serve this run (None when it can)."""
+    from .onnx_model import HEADS, is_onnx_export
+    from .rundir import model_task
+    from .tasks import sentence_transformers_kind
+
+    if is_onnx_export(run_dir):
+        return "an ONNX export is served by ONNX Runtime already"
+    if any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")):
+        return 'onnxruntime is not installed (pip install "bertkit[onnx]")'
+    if runs_at not in ("fp32", "bf16", "int8") or torch.cuda.is_available():
+        return f"ONNX Runtime runs here on CPU only, and this server runs at {runs_at}"
+    if sentence_transformers_kind(run_dir):
+        return f"a {sentence_transformers_kind(run_dir)} model is served by PyTorch here"
+    architecture = model_task(run_dir) or ""
+    if not any(architecture.endswith(suffix) for suffix in HEADS) or not hasattr(predictor, "model"):
+        return f"a {architecture or 'model without architectures'} is not exported to ONNX"
+    return None
+
+
+__all__ = ["ENGINES", "Engine", "check_engine", "TwoRuntimes", "choose", "cached_export", "cache_root", "measure"]

@@ -1,0 +1,208 @@
+"""serve's engine (bertkit/engine.py): PyTorch or ONNX Runtime, each for the calls it runs faster on the machine the
+server starts on. The graph is exported once into the cache and reused, checked against PyTorch (a mismatch keeps
+PyTorch, never a wrong answer), answers as PyTorch does, and ONNX Runtime never computes a padded token (rows of one
+length run together)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from fastapi.testclient import TestClient
+from helpers import tiny_config_kwargs
+from typer.testing import CliRunner
+
+import bertkit
+from bertkit import engine as engines
+from bertkit.cli import app
+from bertkit.errors import BertkitError
+
+pytest.importorskip("onnxscript")
+pytest.importorskip("onnxruntime")
+
+from bertkit.export import padded_inputs  # noqa: E402
+from bertkit.onnx_model import PAD_LOGIT, OnnxModel, head_of, load_onnx_model  # noqa: E402
+from bertkit.serve import Limits, Server, create_app  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+runner = CliRunner()
+
+HEADS = {  # name: (class, config overrides)
+    "classify": (bertkit.BertkitForSequenceClassification, {"id2label": {0: "negative", 1: "positive"}}),
+    "ner": (bertkit.BertkitForTokenClassification, {"id2label": {0: "O", 1: "B-PER", 2: "I-PER"}}),
+    "qa": (bertkit.BertkitForQuestionAnswering, {"num_labels": 2}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, minilm_dir):
+    """A tiny model directory per head (real tokenizer), and a cache of graphs shared by the module's tests."""
+    root = tmp_path_factory.mktemp("engine")
+    folders = {}
+    for name, (model_class, overrides) in HEADS.items():
+        torch.manual_seed(0)
+        model_class(bertkit.BertkitConfig(**tiny_config_kwargs(vocab_size=30522, **overrides))).save_pretrained(
+            root / name)
+        transformers.AutoTokenizer.from_pretrained(minilm_dir).save_pretrained(root / name)
+        folders[name] = str(root / name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BERTKIT_CACHE", str(root / "cache"))
+        yield folders
+
+
+class CountingSession:
+    """The real ONNX Runtime session, counting its calls and the shapes it was given."""
+
+    def __init__(self, session):
+        self.session, self.shapes = session, []
+
+    def run(self, names, feed):
+        self.shapes.append(feed["input_ids"].shape)
+        return self.session.run(names, feed)
+
+    def get_inputs(self):
+        return self.session.get_inputs()
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_rows_of_one_length_run_together_unpadded_and_match_the_padded_graph(runs, name):
+    folder = engines.cached_export(runs[name], int8=False)
+    model = load_onnx_model(str(folder))
+    inputs = padded_inputs(model.config, head_of(folder), 7, 24, seed=3)
+    inputs["attention_mask"][1], inputs["input_ids"][1] = inputs["attention_mask"][0], inputs["input_ids"][0]  # a pair
+    lengths = inputs["attention_mask"].sum(-1)
+    padded = model.session.run(list(model.head.outputs), {k: v.numpy() for k, v in inputs.items()})
+    model.session = CountingSession(model.session)
+    unpadded = model(**inputs)
+    assert sorted(shape[1] for shape in model.session.shapes) == sorted(set(lengths.tolist()))  # one call a length
+    assert sum(shape[0] for shape in model.session.shapes) == 7
+    for output_name, expected in zip(model.head.outputs, padded):
+        got = getattr(unpadded, output_name).numpy()
+        if model.head.per_token:
+            real = inputs["attention_mask"].numpy().astype(bool)
+            np.testing.assert_allclose(got[real], expected[real], atol=1e-5)
+            assert (got[~real] == PAD_LOGIT).all()
+        else:
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_left_padded_rows_run_as_they_are(runs):
+    model = load_onnx_model(str(engines.cached_export(runs["classify"], int8=False)))
+    model.session = CountingSession(model.session)
+    ids = torch.tensor([[101, 2023, 102], [0, 101, 102]])
+    model(input_ids=ids, attention_mask=torch.tensor([[1, 1, 1], [0, 1, 1]]))
+    assert model.session.shapes == [(2, 3)]
+
+
+@pytest.mark.parametrize("name, inputs", [("classify", ["a fine film", "a dull, long and tiresome film"]),
+                                          ("ner", ["Ada Lovelace met Charles Babbage in London", "Alan"])])
+def test_engine_onnx_answers_as_pytorch_does(runs, name, inputs):
+    served = {engine: Server(runs[name], "fp32", Limits(), engine=engine) for engine in ("torch", "onnx")}
+    assert isinstance(served["onnx"].endpoint.predictor.model, OnnxModel)
+    assert served["onnx"].info["engine"]["single"] == "onnxruntime fp32" and \
+        served["torch"].info["engine"]["batch"] == "torch fp32"
+    for texts in (inputs[:1], inputs):  # one input, then a batch of two lengths
+        assert_close(*(server.endpoint.predict(server.endpoint.parse(texts)) for server in served.values()))
+
+
+def assert_close(got, expected) -> None:
+    """Equal records, but floats (probabilities, scores) within 1e-4."""
+    if isinstance(expected, float):
+        assert got == pytest.approx(expected, abs=1e-4)
+    elif isinstance(expected, dict):
+        assert got.keys() == expected.keys()
+        for key in expected:
+            assert_close(got[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(got) == len(expected)
+        for got_item, expected_item in zip(got, expected):
+            assert_close(got_item, expected_item)
+    else:
+        assert got == expected
+
+
+def test_auto_times_both_here_and_gives_each_kind_of_call_to_the_faster(runs, monkeypatch):
+    server = Server(runs["classify"], "fp32", Limits(), engine="auto")
+    timed = server.engine.ms_per_input
+    assert set(timed) == {"torch fp32 one", "torch fp32 batch", "onnxruntime fp32 one", "onnxruntime fp32 batch"}
+    assert all(value > 0 for value in timed.values())
+    assert server.engine.single == min(("torch fp32", "onnxruntime fp32"), key=lambda n: timed[f"{n} one"])
+    assert server.engine.batch == min(("torch fp32", "onnxruntime fp32"), key=lambda n: timed[f"{n} batch"])
+    # when they differ, a call of one input goes to one and a call of several to the other
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {
+        "torch fp32 one": 9.0, "torch fp32 batch": 1.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
+    server = Server(runs["classify"], "fp32", Limits(), engine="auto")
+    assert (server.engine.single, server.engine.batch) == ("onnxruntime fp32", "torch fp32")
+    model = server.endpoint.predictor.model
+    assert isinstance(model, engines.TwoRuntimes) and isinstance(model.single, OnnxModel)
+    model.single.session = CountingSession(model.single.session)
+    server.endpoint.predict(server.endpoint.parse(["one text"]))
+    assert len(model.single.session.shapes) == 1
+    server.endpoint.predict(server.endpoint.parse(["one text", "and another, longer text"]))
+    assert len(model.single.session.shapes) == 1  # the batch went to PyTorch
+    assert "one input -> onnxruntime fp32, batches -> torch fp32" in server.engine.describe()
+
+
+def test_the_graph_is_exported_once_and_a_damaged_one_again(runs, monkeypatch):
+    folder = engines.cached_export(runs["classify"], int8=False)
+    made = []
+    import bertkit.export as export_module
+
+    original = export_module.export_run
+    monkeypatch.setattr(export_module, "export_run", lambda *a, **k: made.append(a) or original(*a, **k))
+    assert engines.cached_export(runs["classify"], int8=False) == folder and made == []
+    graph = folder / "model.onnx"
+    graph.write_bytes(graph.read_bytes()[:1000])  # cut short
+    assert engines.cached_export(runs["classify"], int8=False) == folder and len(made) == 1
+    load_onnx_model(str(folder))  # whole again
+
+
+def test_a_graph_that_does_not_match_pytorch_keeps_pytorch_with_a_warning(runs, monkeypatch, tmp_path, capsys):
+    import bertkit.export as export_module
+
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path))  # nothing cached: the check runs
+
+    def mismatch(*args, **kwargs):
+        raise BertkitError("the ONNX export differs from the PyTorch model by 3.1e-01")
+
+    monkeypatch.setattr(export_module, "check_parity", mismatch)
+    server = Server(runs["classify"], "fp32", Limits(), engine="auto")
+    assert server.engine.single == server.engine.batch == "torch fp32"
+    assert not isinstance(server.endpoint.predictor.model, OnnxModel)
+    assert "serving with PyTorch" in capsys.readouterr().err
+    with pytest.raises(BertkitError, match="differs"):
+        Server(runs["classify"], "fp32", Limits(), engine="onnx")
+
+
+def test_int8_times_the_int8_graph(runs):
+    server = Server(runs["classify"], "int8", Limits(), engine="onnx")
+    assert server.engine.single == "onnxruntime int8"
+    assert "int8" in json.loads((engines.cached_export(runs["classify"], int8=True) / "onnx_export.json").read_text())[
+        "files"]
+
+
+def test_an_embedding_model_stays_on_pytorch_and_onnx_says_why(minilm_dir):
+    from bertkit.serve import load_endpoint
+
+    endpoint = load_endpoint(minilm_dir)
+    assert engines.choose(minilm_dir, endpoint.predictor, "auto", "fp32").single == "torch fp32"
+    with pytest.raises(BertkitError, match="--engine onnx: a embed model"):
+        engines.choose(minilm_dir, endpoint.predictor, "onnx", "fp32")
+
+
+def test_info_says_which_engine_answers(runs):
+    with TestClient(create_app(runs["classify"], "fp32", engine="onnx")) as client:
+        info = client.get("/info").json()
+        assert info["engine"]["single"] == info["engine"]["batch"] == "onnxruntime fp32"
+        assert client.post("/predict", json={"inputs": "a fine film"}).status_code == 200
+
+
+@pytest.mark.parametrize("args, env, fragment", [(["--engine", "fast"], {}, "--engine fast: use one of auto, torch"),
+                                                 ([], {"BERTKIT_ENGINE": "fast"}, "BERTKIT_ENGINE=fast: use one of")])
+def test_an_unknown_engine_is_one_line_before_anything_loads(runs, args, env, fragment, monkeypatch):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = runner.invoke(app, ["serve", runs["classify"], "--port", "70000", *args])  # said before the port
+    assert result.exit_code == 2 and fragment in result.output, result.output
+    assert "Traceback" not in result.output
