@@ -1,8 +1,11 @@
 """HTTP serving under load: `bertkit serve` against the servers a user would write (benchmarks/http_anchors.py: a
 FastAPI app around `transformers.pipeline`, and the same around ONNX Runtime's int8 export), same MiniLM classifier.
 
-Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native bf16 matmul), `bertkit-fp32`,
-`bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`, `onnx-int8`.
+Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native bf16 matmul; engine auto, which
+times PyTorch and ONNX Runtime at start and gives each kind of call to the faster), `bertkit-torch` (engine torch:
+PyTorch alone, as serve ran before the engine), `bertkit-fp32`, `bertkit-int8` (the run directory at --precision
+int8), `bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`, `onnx-int8`, `onnx-fp32`. The
+engine's exported graph is cached (BERTKIT_CACHE, here under --workdir), so only the first start exports.
 
 A bounded local load generator (asyncio, loopback only): at each concurrency level, that many clients each
 send one request at a time (one text per request, drawn in turn from the texts) for `--seconds`, and the run
@@ -46,7 +49,10 @@ import httpx  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
-VARIANTS = ("bertkit", "bertkit-fp32", "bertkit-onnx-int8", "pipeline", "onnx-int8")  # bertkit: precision auto
+# bertkit: serve's defaults (precision auto, engine auto); -torch: engine torch (serve before the engine); -fp32 /
+# -int8: that precision, engine auto; -onnx-int8: `bertkit serve` of the int8 export; onnx-*: the plain ORT apps
+VARIANTS = ("bertkit", "bertkit-torch", "bertkit-fp32", "bertkit-int8", "bertkit-onnx-int8", "pipeline", "onnx-int8",
+            "onnx-fp32")
 
 
 # ------------------------------------------------------------------------------------------------------------ setup
@@ -99,14 +105,18 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
     """One server process on a free loopback port, up and warmed; stopped (SIGTERM, then kill) on exit."""
     port = free_port()
     if variant.startswith("bertkit"):
-        target, precision = {"bertkit": (model_dir, ()), "bertkit-fp32": (model_dir, ("--precision", "fp32")),
-                             "bertkit-onnx-int8": (export_dir, ("--precision", "int8"))}[variant]
-        command = [str(BIN / "bertkit"), "serve", target, "--port", str(port), *precision, *serve_args]
+        target, options = {"bertkit": (model_dir, ()), "bertkit-torch": (model_dir, ("--engine", "torch")),
+                           "bertkit-fp32": (model_dir, ("--precision", "fp32")),
+                           "bertkit-int8": (model_dir, ("--precision", "int8")),
+                           "bertkit-onnx-int8": (export_dir, ("--precision", "int8"))}[variant]
+        command = [str(BIN / "bertkit"), "serve", target, "--port", str(port), *options, *serve_args]
     else:
         kind, target = ("pipeline", model_dir) if variant == "pipeline" else ("onnx", export_dir)
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
+        command += ["--precision", variant.removeprefix("onnx-")] if kind == "onnx" else []
     log = tempfile.TemporaryFile("w+")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache")})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -237,17 +247,17 @@ def spread(values: list[float], fmt: str = "{:,.1f}") -> str:
     return " / ".join(fmt.format(v) for v in (values[0], statistics.median(values), values[-1]))
 
 
-def print_table(results: dict, variants: list[str], levels: list[int]) -> None:
-    print("\nrequests/s, latency in ms (min / median / max over repeats); ratios to the pipeline server at the same "
-          "concurrency, per repeat")
+def print_table(results: dict, variants: list[str], levels: list[int], reference: str = "pipeline") -> None:
+    print(f"\nrequests/s, latency in ms (min / median / max over repeats); ratios to the {reference} server at the "
+          "same concurrency, per repeat")
     print(f"{'server':<11} {'conc':>4}  {'req/s':>22}  {'p50':>20}  {'p95':>20}  {'p99':>20}  {'errors':>6}  "
           f"{'x req/s':>18}  {'p99 ratio':>18}")
     for variant in variants:
         for level in levels:
             runs = results[variant][level]
-            ref = results.get("pipeline", {}).get(level)
+            ref = results.get(reference, {}).get(level)
             ratio = p99_ratio = "-"
-            if ref and variant != "pipeline":
+            if ref and variant != reference:
                 ratio = spread([r["rps"] / b["rps"] for r, b in zip(runs, ref)], "{:.2f}x")
                 p99_ratio = spread([r["p99"] / b["p99"] for r, b in zip(runs, ref)], "{:.2f}")
             print(f"{variant:<11} {level:>4}  {spread([r['rps'] for r in runs]):>22}  "
@@ -284,7 +294,7 @@ def main() -> None:
     texts = read_texts(args.texts)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    model_dir, export_dir = build_models(workdir, any(v.endswith("onnx-int8") for v in variants))
+    model_dir, export_dir = build_models(workdir, any("onnx" in v for v in variants))
     print(machine_line())
     print(f"{len(texts)} texts; {args.seconds:g} s per level; concurrency {levels}; repeats {args.repeats}")
 
@@ -299,7 +309,9 @@ def main() -> None:
                           f"{result['p50']:7.1f}  p99 {result['p99']:7.1f} ms  errors {result['errors']}  client CPU "
                           f"{result['client_cpu_s']:.2f} s", flush=True)
     if levels:
-        print_table(results, variants, levels)
+        for reference in ("pipeline", "onnx-int8", "onnx-fp32"):
+            if reference in variants:
+                print_table(results, variants, levels, reference)
 
     soak = None
     if args.soak:

@@ -2,7 +2,8 @@
 
   pipeline   a FastAPI app around `transformers.pipeline("text-classification")`, a plain `def` endpoint (FastAPI
              runs it in its thread pool, one request per call), as the FastAPI and transformers docs show it
-  onnx       the same app around ONNX Runtime running `bertkit export --quantize int8`'s int8 graph
+  onnx       the same app around ONNX Runtime running `bertkit export --quantize int8`'s int8 graph (--precision
+             fp32: the export's fp32 graph)
 
     python benchmarks/http_anchors.py pipeline MODEL_DIR --port 8001
     python benchmarks/http_anchors.py onnx EXPORT_DIR --port 8002
@@ -53,12 +54,12 @@ def pipeline_app(model_dir: str) -> FastAPI:
     return app_around(lambda texts: pipe(texts, truncation=True, max_length=128))
 
 
-def onnx_app(export_dir: str) -> FastAPI:
+def onnx_app(export_dir: str, precision: str = "int8") -> FastAPI:
     import onnxruntime
     import transformers
 
     export = json.loads((Path(export_dir) / "onnx_export.json").read_text())
-    session = onnxruntime.InferenceSession(str(Path(export_dir) / export["files"]["int8"]),
+    session = onnxruntime.InferenceSession(str(Path(export_dir) / export["files"][precision]),
                                            providers=["CPUExecutionProvider"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(export_dir)
     id2label = json.loads((Path(export_dir) / "config.json").read_text())["id2label"]
@@ -79,8 +80,9 @@ def main() -> None:
     parser.add_argument("kind", choices=("pipeline", "onnx"))
     parser.add_argument("model_dir")
     parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--precision", choices=("int8", "fp32"), default="int8", help="onnx: which graph")
     args = parser.parse_args()
-    app = pipeline_app(args.model_dir) if args.kind == "pipeline" else onnx_app(args.model_dir)
+    app = pipeline_app(args.model_dir) if args.kind == "pipeline" else onnx_app(args.model_dir, args.precision)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -95,11 +95,11 @@ def equal_length_rows(mask: np.ndarray) -> dict[int, np.ndarray] | None:
 
 
 def session(path: str | Path, threads: int | None = None):
+    """An ONNX Runtime CPU session on as many threads as torch uses (one per core, or what --threads set)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads or torch.get_num_threads()
     try:
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime's InvalidProtobuf / Fail / InvalidGraph: a bad file
