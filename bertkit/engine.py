@@ -8,7 +8,8 @@ ONNX Runtime 3.9 ms (int8) / 6.0 ms (fp32) and bertkit's PyTorch path 6.6 ms (bf
 reversed the order. The balance moves with the CPU (AMX makes PyTorch's bf16 several times faster), so `bertkit
 serve` (engine auto) does not guess: it exports the run once to ONNX (kept in the user cache, keyed by the weights:
 later starts reuse it), checks the graph against PyTorch (a mismatch keeps PyTorch, with a warning, never a wrong
-answer), times both runtimes here on one input and on a batch, and gives each kind of call to the faster one.
+answer), times both runtimes here on one input and on a batch, and gives each kind of call to the faster one
+(PyTorch only by TORCH_MARGIN, which the timing alone misses: see there).
 `/info` says what it chose and what it measured.
 
 Precision classes are kept: fp32 and bf16 serving time ONNX Runtime's fp32 graph (fp32 is at least as exact as
@@ -35,6 +36,13 @@ ENGINES = ("auto", "torch", "onnx")
 TIMED_LENGTH = 32  # tokens of the one-input call timed at start: about one sentence
 TIMED_BATCH = (16, 64)  # rows and longest row of the batch timed at start (rows of random lengths up to it)
 CACHE_VERSION = "1"  # bump when the export's graph changes, so that old cached graphs are not reused
+# PyTorch is chosen for a kind of call only when it times this much faster than ONNX Runtime at start. The start-up
+# timing runs alone; a serving process shares its cores with the HTTP side, and there PyTorch's many small
+# multi-threaded ops lose more than ONNX Runtime's one call (AMD EPYC, 2 cores, MiniLM, bench_http.py: int8 batches
+# timed 2.3-2.5 ms per input in PyTorch against 2.9-3.1 in ONNX Runtime, yet served 121 / 178 req/s at 8 / 64
+# clients against 195 / 238; bf16 batches, 3.1 against ONNX Runtime fp32's 5.0-5.4, served 175 req/s at 64 against
+# 143).
+TORCH_MARGIN = 1.4
 
 
 @dataclass
@@ -173,11 +181,12 @@ def choose(run_dir: str, predictor, engine: str | None, runs_at: str) -> Engine:
         predictor.model = graph
         return Engine(graph_name, graph_name, "--engine onnx")
     timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir))
-    single = min((torch_name, graph_name), key=lambda name: timed[f"{name} one"])
-    batch = min((torch_name, graph_name), key=lambda name: timed[f"{name} batch"])
+    single, batch = (torch_name if timed[f"{torch_name} {kind}"] * TORCH_MARGIN < timed[f"{graph_name} {kind}"]
+                     else graph_name for kind in ("one", "batch"))
     runtimes = {torch_name: predictor.model, graph_name: graph}
     predictor.model = runtimes[single] if single == batch else TwoRuntimes(runtimes[single], runtimes[batch])
-    return Engine(single, batch, "the faster of each, timed at start on this machine", timed)
+    return Engine(single, batch, f"the faster of each, timed at start on this machine (PyTorch when {TORCH_MARGIN}x "
+                  "faster)", timed)
 
 
 def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:

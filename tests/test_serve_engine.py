@@ -127,9 +127,18 @@ def test_auto_times_both_here_and_gives_each_kind_of_call_to_the_faster(runs, mo
     timed = server.engine.ms_per_input
     assert set(timed) == {"torch fp32 one", "torch fp32 batch", "onnxruntime fp32 one", "onnxruntime fp32 batch"}
     assert all(value > 0 for value in timed.values())
-    assert server.engine.single == min(("torch fp32", "onnxruntime fp32"), key=lambda n: timed[f"{n} one"])
-    assert server.engine.batch == min(("torch fp32", "onnxruntime fp32"), key=lambda n: timed[f"{n} batch"])
+    for kind, chosen in (("one", server.engine.single), ("batch", server.engine.batch)):  # PyTorch by a margin
+        faster = timed[f"torch fp32 {kind}"] * engines.TORCH_MARGIN < timed[f"onnxruntime fp32 {kind}"]
+        assert chosen == ("torch fp32" if faster else "onnxruntime fp32")
     # when they differ, a call of one input goes to one and a call of several to the other
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {
+        "torch fp32 one": 9.0, "torch fp32 batch": 1.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
+    assert engines.choose(runs["classify"], Server(runs["classify"], "fp32", Limits(), engine="torch").endpoint
+                          .predictor, "auto", "fp32").batch == "torch fp32"
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {  # faster, but not by the margin
+        "torch fp32 one": 9.0, "torch fp32 batch": 4.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
+    assert engines.choose(runs["classify"], Server(runs["classify"], "fp32", Limits(), engine="torch").endpoint
+                          .predictor, "auto", "fp32").batch == "onnxruntime fp32"
     monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {
         "torch fp32 one": 9.0, "torch fp32 batch": 1.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
     server = Server(runs["classify"], "fp32", Limits(), engine="auto")
