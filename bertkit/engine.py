@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from . import speed
 from .console import warn
 from .errors import BertkitError
 from .inference import inference_precision, run_batch
@@ -146,7 +147,8 @@ def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
 def check_engine(engine: str | None) -> str:
     """`engine`, or $BERTKIT_ENGINE when it is None, else auto; refused in one line when it is not one of ENGINES."""
     where = "--engine" if engine is not None else "BERTKIT_ENGINE="
-    engine = engine if engine is not None else os.environ.get("BERTKIT_ENGINE") or "auto"
+    default = "auto" if speed.on("serve_engine") else "torch"  # BERTKIT_PLAIN: PyTorch alone
+    engine = engine if engine is not None else os.environ.get("BERTKIT_ENGINE") or default
     if engine not in ENGINES:
         raise BertkitError(f"{where}{'' if where.endswith('=') else ' '}{engine}: use one of {', '.join(ENGINES)}")
     return engine

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import transformers
 
+from . import speed
 from .errors import BertkitError, require_packages
 from .families import implementation_for
 from .modeling_bert import (BertkitForMultipleChoice, BertkitForQuestionAnswering, BertkitForSequenceClassification,
@@ -124,7 +125,8 @@ class OnnxModel:
         if "token_type_ids" not in batch:
             batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         feed = {name: np.ascontiguousarray(batch[name].cpu().numpy(), dtype=np.int64) for name in self.input_names}
-        groups = equal_length_rows(feed["attention_mask"]) if not self.head.choices else None
+        unpad = not self.head.choices and speed.on("onnx_unpadding")
+        groups = equal_length_rows(feed["attention_mask"]) if unpad else None
         if groups is None:
             outputs = self.session.run(list(self.head.outputs), feed)
         else:

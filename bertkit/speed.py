@@ -50,6 +50,12 @@ training steps were 2.15x slower and inference 1.74x:
   without the oneDNN limit and malloc_trim and held at 1.0-1.4 GB with them; once the fused feed-forward came, RSS
   rose again (1.2 -> 1.5 GB in 3 minutes) until ideep's cache was limited too (1.09-1.16 GB, same requests/s).
   A 10-minute soak with all of it stayed at 0.9-1.25 GB from the first minute on (docs/benchmarks.md#http).
+- `serve_engine`: `bertkit serve`'s engine auto: ONNX Runtime and PyTorch timed at start, each kind of call to the
+  faster (engine.py); off, serve runs PyTorch alone unless --engine / BERTKIT_ENGINE says otherwise. Gain: one client
+  60 -> 99 req/s (MiniLM, bf16, AMD EPYC, docs/benchmarks.md#http).
+- `onnx_unpadding`: ONNX Runtime runs the rows of one real length together, cut to that length, instead of the padded
+  batch (onnx_model.py `equal_length_rows`); per-token outputs at padding positions are PAD_LOGIT. Gain: serving the
+  int8 export at 64 clients went from 0.63x to 0.85x a plain ONNX Runtime app's requests/s.
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
@@ -63,7 +69,7 @@ import sys
 
 PLAIN_ENV = "BERTKIT_PLAIN"
 TRICKS = ("unpadding", "buckets", "dropout", "eager_dropout", "fused_qkv", "fused_gelu", "blockwise_attention",
-          "malloc", "page_release", "server_memory")
+          "malloc", "page_release", "server_memory", "serve_engine", "onnx_unpadding")
 
 
 def plain_tricks() -> frozenset[str]:

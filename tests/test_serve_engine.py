@@ -215,3 +215,16 @@ def test_an_unknown_engine_is_one_line_before_anything_loads(runs, args, env, fr
     result = runner.invoke(app, ["serve", runs["classify"], "--port", "70000", *args])  # said before the port
     assert result.exit_code == 2 and fragment in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_bertkit_plain_turns_both_tricks_off(runs, monkeypatch):
+    monkeypatch.setenv("BERTKIT_PLAIN", "serve_engine,onnx_unpadding")
+    monkeypatch.delenv("BERTKIT_ENGINE", raising=False)
+    assert engines.check_engine(None) == "torch"
+    model = load_onnx_model(str(engines.cached_export(runs["classify"], int8=False)))
+    model.session = CountingSession(model.session)
+    ids = torch.tensor([[101, 2023, 102], [101, 102, 0]])
+    model(input_ids=ids, attention_mask=(ids > 0).long())
+    assert model.session.shapes == [(2, 3)]  # the padded batch as it is
+    monkeypatch.delenv("BERTKIT_PLAIN")
+    assert engines.check_engine(None) == "auto"
