@@ -31,6 +31,7 @@ LAYERS = {
     "bertkit.options": 4, "bertkit.checks": 4, "bertkit.training": 4, "bertkit.search": 4, "bertkit.model_card": 4,
     "bertkit.hub": 4, "bertkit.export": 4, "bertkit.distill": 4, "bertkit.runs": 4, "bertkit.inspection": 4,
     "bertkit.diagnose": 4, "bertkit.report": 4, "bertkit.serve": 4, "bertkit.audit": 4,
+    "bertkit.engine": 4,  # serve's choice of PyTorch or ONNX Runtime (it exports through bertkit.export)
     "bertkit.distributed": 4,  # fsdp / deepspeed: checked before training, verified in the run
     # 5 the CLI
     "bertkit.cli": 5, "bertkit.__main__": 5,
