@@ -639,6 +639,9 @@ class Server:
             self.endpoint = load_endpoint(run_dir)
             model = getattr(self.endpoint.predictor, "model", None)
             if model is not None and not hasattr(model, "parameters"):  # an ONNX export: its int8 graph if asked
+                if engine == "torch":  # asked for by name (not by BERTKIT_ENGINE): it cannot be honoured
+                    raise BertkitError(f"--engine torch: {run_dir} is an ONNX export, which ONNX Runtime runs — serve "
+                                       "the run directory it came from for PyTorch, or leave --engine out")
                 self.runs_at = "int8" if precision == "int8" else "fp32"
                 self.precision_reason = f"the export's {self.runs_at} graph"
                 self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export")

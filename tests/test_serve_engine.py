@@ -228,3 +228,10 @@ def test_bertkit_plain_turns_both_tricks_off(runs, monkeypatch):
     assert model.session.shapes == [(2, 3)]  # the padded batch as it is
     monkeypatch.delenv("BERTKIT_PLAIN")
     assert engines.check_engine(None) == "auto"
+
+
+def test_engine_torch_on_an_onnx_export_is_refused(runs):
+    export = engines.cached_export(runs["classify"], int8=False)
+    with pytest.raises(BertkitError, match="--engine torch: .* is an ONNX export"):
+        Server(str(export), "fp32", Limits(), engine="torch")
+    assert Server(str(export), "fp32", Limits()).engine.single == "onnxruntime fp32"
