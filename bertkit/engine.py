@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import statistics
 import time
@@ -104,8 +105,6 @@ def cached_export(run_dir: str, int8: bool) -> Path:
     folder = cache_root() / "onnx" / weights_key(run_dir)
     files = {}
     if (folder / EXPORT_FILE).is_file():
-        import json
-
         try:
             check_graphs(folder)
             files = json.loads((folder / EXPORT_FILE).read_text(encoding="utf-8")).get("files", {})
