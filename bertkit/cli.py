@@ -115,7 +115,7 @@ def run(
 
     if verbose and quiet:
         raise BertkitError("--verbose and --quiet contradict each other — give one of them")
-    from .distributed import check_launcher
+    from .distributed import check_launcher, end_process_group
 
     check_launcher()  # accelerate launch's MULTI_CPU without mpirun: one unranked process per machine
     module, cfg = load_recipe_config(recipe, config, overrides)
@@ -126,6 +126,7 @@ def run(
         except BaseException as error:
             log_failure(error)
             raise
+    end_process_group()  # a finished run only: after a failure the other ranks may still be in a collective
 
 
 @app.command("ls")

@@ -332,6 +332,16 @@ class ShardingCheck(transformers.TrainerCallback):
         say(sharding_line(model, args.process_index, args.world_size))
 
 
+
+def end_process_group() -> None:
+    """Tear the process group down at the end of a finished distributed run. Left to interpreter exit, gloo's threads
+    can be destroyed while still running: a ZeRO-3 run on CPU that had trained and saved ended one rank in
+    "terminate called without an active exception" (exit -6), and torchrun reported the finished run FAILED."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
 __all__ = ["launched", "world_size", "check_launcher", "check_fsdp_config", "check_deepspeed_config",
            "deepspeed_values", "check_distributed_config", "check_launch", "engine_arguments", "sharding",
-           "sharding_line", "deepspeed_line", "ShardingCheck"]
+           "sharding_line", "deepspeed_line", "ShardingCheck", "end_process_group"]
