@@ -4,6 +4,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import transformers
 
@@ -154,3 +155,19 @@ def tiny_task_models(root: Path, tokenizer_dir: str) -> dict[str, str]:
         "choice": tiny_stock_head(transformers.BertForMultipleChoice, root / "choice", tokenizer_dir),
         "mlm": tiny_stock_head(transformers.BertForMaskedLM, root / "mlm", tokenizer_dir),
     }
+
+
+def assert_close_records(got, expected) -> None:
+    """Equal records (what predict writes, what serve answers), but floats (scores, probabilities) within 1e-4."""
+    if isinstance(expected, float):
+        assert got == pytest.approx(expected, abs=1e-4)
+    elif isinstance(expected, dict):
+        assert got.keys() == expected.keys()
+        for key in expected:
+            assert_close_records(got[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(got) == len(expected)
+        for item, reference in zip(got, expected):
+            assert_close_records(item, reference)
+    else:
+        assert got == expected

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from helpers import tiny_config_kwargs
+from helpers import assert_close_records, tiny_config_kwargs
 from typer.testing import CliRunner
 
 import bertkit
@@ -86,22 +86,6 @@ SAMPLE_FILES = {"token": "ner/en/dev.conll", "qa": "qa/en/dev.json", "choice": "
 
 def read_jsonl(path: Path) -> list:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def assert_close_records(got, expected) -> None:
-    """Equal, but for floats (scores, probabilities) within 1e-4."""
-    if isinstance(expected, float):
-        assert got == pytest.approx(expected, abs=1e-4)
-    elif isinstance(expected, dict):
-        assert got.keys() == expected.keys()
-        for key in expected:
-            assert_close_records(got[key], expected[key])
-    elif isinstance(expected, list):
-        assert len(got) == len(expected)
-        for item, reference in zip(got, expected):
-            assert_close_records(item, reference)
-    else:
-        assert got == expected
 
 
 def real_positions(mask: torch.Tensor, reference: torch.Tensor) -> np.ndarray:

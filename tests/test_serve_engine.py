@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 from fastapi.testclient import TestClient
-from helpers import tiny_config_kwargs
+from helpers import assert_close_records, tiny_config_kwargs
 from typer.testing import CliRunner
 
 import bertkit
@@ -103,23 +103,7 @@ def test_engine_onnx_answers_as_pytorch_does(runs, name, inputs):
     assert served["onnx"].info["engine"]["single"] == "onnxruntime fp32" and \
         served["torch"].info["engine"]["batch"] == "torch fp32"
     for texts in (inputs[:1], inputs):  # one input, then a batch of two lengths
-        assert_close(*(server.endpoint.predict(server.endpoint.parse(texts)) for server in served.values()))
-
-
-def assert_close(got, expected) -> None:
-    """Equal records, but floats (probabilities, scores) within 1e-4."""
-    if isinstance(expected, float):
-        assert got == pytest.approx(expected, abs=1e-4)
-    elif isinstance(expected, dict):
-        assert got.keys() == expected.keys()
-        for key in expected:
-            assert_close(got[key], expected[key])
-    elif isinstance(expected, list):
-        assert len(got) == len(expected)
-        for got_item, expected_item in zip(got, expected):
-            assert_close(got_item, expected_item)
-    else:
-        assert got == expected
+        assert_close_records(*(server.endpoint.predict(server.endpoint.parse(texts)) for server in served.values()))
 
 
 def test_auto_times_both_here_and_gives_each_kind_of_call_to_the_faster(runs, monkeypatch):
