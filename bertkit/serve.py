@@ -868,7 +868,7 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
     from .engine import check_engine
 
     (limits or Limits()).check()  # before the port and the model: a limit that cannot work is said first
-    engine = check_engine(engine)
+    check_engine(engine)  # said before the port; None stays None: BERTKIT_ENGINE is a default, not --engine
     sock = listening_socket(host, port)
     try:
         app = create_app(run_dir, precision, limits, engine)

@@ -219,3 +219,27 @@ def test_engine_torch_on_an_onnx_export_is_refused(runs):
     with pytest.raises(BertkitError, match="--engine torch: .* is an ONNX export"):
         Server(str(export), "fp32", Limits(), engine="torch")
     assert Server(str(export), "fp32", Limits()).engine.single == "onnxruntime fp32"
+
+
+def test_bertkit_engine_torch_in_the_environment_still_serves_an_export(runs, monkeypatch):
+    """BERTKIT_ENGINE sets a default, not an --engine: an export it cannot apply to is served, not refused."""
+    import socket
+
+    import bertkit.serve as serving
+
+    def free_port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    monkeypatch.setenv("BERTKIT_ENGINE", "torch")
+    seen = []
+
+    def stop_before_listening(run_dir, precision, limits, engine):
+        seen.append(engine)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(serving, "create_app", stop_before_listening)
+    with pytest.raises(KeyboardInterrupt):
+        serving.serve(str(engines.cached_export(runs["classify"], int8=False)), port=free_port())
+    assert seen == [None]  # the server reads the environment itself, as a default
