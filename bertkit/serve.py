@@ -5,15 +5,17 @@
                     -> a list of vectors
     POST /rerank    a reranker (CrossEncoder folder): TEI's {"query", "texts", "raw_scores", "return_text"}
                     -> [{"index", "score"}], best first
-    GET  /health    200 while the model thread is alive
+    GET  /health    200 while the model threads are alive
     GET  /info      model, task, the endpoint it answers on, labels, settings, implementation, precision, limits
     GET  /metrics   Prometheus text: requests by status, latency, inputs and requests per batch, queue depth
 
 How a request is served: the handler parses and checks its inputs (422 for a wrong shape or an unknown field, 413
 over a limit), and puts them on a queue of bounded size (503 with Retry-After when it is full, instead of growing
-without end). One model thread owns the model: it takes the first waiting request, waits at most `max_wait_ms` for
-more, packs requests in arrival order up to a token budget, and runs them as one call of the task's predictor (which
-sorts by length and runs unpadded batches): under load, what queued while the model ran goes together. Each
+without end). Where PyTorch answers, one model thread owns the model: it takes the first waiting request, waits at
+most `max_wait_ms` for more, packs requests in arrival order up to a token budget, and runs them as one call of the
+task's predictor (which sorts by length and runs unpadded batches): under load, what queued while the model ran goes
+together. Where ONNX Runtime answers every call, a thread per core each takes one request at a time (concurrent calls
+beat batches there: engine.onnx_workers). Each
 request gets its own slice of the results, in its input order. A request whose client went away, or that waited
 past `timeout_s` (504), is dropped before it costs model time; a batch that fails is retried request by request, so
 one bad input fails alone and the server goes on. Shutdown (Ctrl-C, SIGTERM) stops accepting, finishes what is
@@ -30,6 +32,7 @@ ner `"text"`, qa `{"question", "context"}`, choice `{"context", "question", "opt
 
 import asyncio
 import contextlib
+import copy
 import errno
 import math
 import queue
@@ -103,6 +106,11 @@ def _items(inputs, where: str = "inputs") -> list:
 
 
 def _token_counter(tokenizer, max_length: int):
+    """Token counts as the model will see them, on a copy of the tokenizer: the counts are taken on the event loop
+    while a model thread tokenizes, and a fast tokenizer keeps its truncation and padding settings in the one Rust
+    object (two threads with different settings got each other's: rows cut at the other's length)."""
+    tokenizer = copy.deepcopy(tokenizer)
+
     def count(firsts: list[str], seconds: list[str] | None = None) -> list[int]:
         encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length) if seconds else \
             tokenizer(firsts, truncation=True, max_length=max_length)
@@ -476,26 +484,43 @@ class Pending:
         self.loop.call_soon_threadsafe(settle)
 
 
-STOP = object()  # queued by Batcher.stop: the model thread ends when it reaches it
+STOP = object()  # queued by Batcher.stop, one per model thread: a thread ends when it takes one
 TRIM_EVERY_S = 5.0  # how often at most the model thread hands freed heap back to the OS (speed.py: server_memory)
 
 
-class Batcher:
-    """The model thread: requests in, batches of them through the task's predictor, answers out in order."""
+def replica(endpoint):
+    """The endpoint for another model thread: the model shared (an ONNX Runtime session runs calls from several
+    threads at once), the tokenizer its own (its settings are state: _token_counter)."""
+    twin = copy.copy(endpoint)
+    twin.predictor = copy.copy(endpoint.predictor)
+    twin.predictor.tokenizer = copy.deepcopy(endpoint.predictor.tokenizer)
+    return twin
 
-    def __init__(self, endpoint, limits: Limits, stats: "Stats", run_in: Callable = contextlib.nullcontext):
+
+class Batcher:
+    """The model threads: requests in, batches of them through the task's predictor, answers out in order.
+
+    One thread (`workers=1`, PyTorch: it batches, and its thread pool is the process's) takes what waits up to the
+    token budget. Several (ONNX Runtime, engine.onnx_workers) each take one request at a time on their own copy of
+    the endpoint: concurrent calls there beat batches."""
+
+    def __init__(self, endpoint, limits: Limits, stats: "Stats", run_in: Callable = contextlib.nullcontext,
+                 workers: int = 1):
         self.endpoint, self.limits, self.stats = endpoint, limits, stats
-        self.queue: queue.Queue = queue.Queue()  # Pending requests, then STOP
-        self.waiting_inputs = 0  # inputs queued and not yet taken by the model thread
+        self.queue: queue.Queue = queue.Queue()  # Pending requests, then STOP (one per thread)
+        self.waiting_inputs = 0  # inputs queued and not yet taken by a model thread
         self.lock = threading.Lock()
-        self.run_in = run_in  # a context the model runs under (the precision's autocast): entered in the thread
-        self.thread = threading.Thread(target=self._run, name="bertkit-model", daemon=True)
+        self.run_in = run_in  # a context the model runs under (the precision's autocast): entered in each thread
+        self.endpoints = [endpoint] + [replica(endpoint) for _ in range(workers - 1)]  # one per thread
+        self.threads = [threading.Thread(target=self._run, args=(one,), name=f"bertkit-model-{i}", daemon=True)
+                        for i, one in enumerate(self.endpoints)]
 
     def start(self) -> None:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
 
     def alive(self) -> bool:
-        return self.thread.is_alive()
+        return all(thread.is_alive() for thread in self.threads)
 
     def submit(self, pending: Pending) -> bool:
         """Queue a request; False (nothing queued) when it would overfill the queue."""
@@ -508,9 +533,12 @@ class Batcher:
         return True
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Finish what is queued, then end the thread."""
-        self.queue.put(STOP)
-        self.thread.join(timeout)
+        """Finish what is queued, then end the threads."""
+        for _ in self.threads:
+            self.queue.put(STOP)
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(deadline - time.monotonic(), 0))
 
     def _take(self, pending: Pending) -> None:
         with self.lock:
@@ -520,7 +548,9 @@ class Batcher:
     def _collect(self, first: Pending) -> tuple[list[Pending], object]:
         """The first request and those that join it within max_wait_ms, in arrival order, up to the token budget
         (a request is never split: a large one runs alone). Returns (batch, what starts the next one: a request
-        that did not fit, STOP, or None)."""
+        that did not fit, STOP, or None). With several threads, each runs the first alone."""
+        if len(self.threads) > 1:
+            return [first], None
         batch, budget = [first], sum(first.tokens)
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while budget < self.limits.max_batch_tokens:
@@ -534,7 +564,7 @@ class Batcher:
             budget += sum(following.tokens)
         return batch, None
 
-    def _run(self) -> None:
+    def _run(self, endpoint) -> None:
         with self.run_in():
             following, trimmed = None, time.monotonic()
             while True:
@@ -544,24 +574,24 @@ class Batcher:
                 batch, following = self._collect(first)
                 for pending in batch:
                     self._take(pending)
-                self._run_batch([p for p in batch if not p.dropped and not p.future.done()])
+                self._run_batch(endpoint, [p for p in batch if not p.dropped and not p.future.done()])
                 if time.monotonic() - trimmed > TRIM_EVERY_S:  # between batches, even under load
                     speed.release_freed_memory()
                     trimmed = time.monotonic()
 
-    def _run_batch(self, batch: list[Pending]) -> None:
+    def _run_batch(self, endpoint, batch: list[Pending]) -> None:
         if not batch:
             return
         started = time.perf_counter()
         try:
-            records = self.endpoint.predict([e for p in batch for e in p.examples])
+            records = endpoint.predict([e for p in batch for e in p.examples])
         except Exception as error:  # noqa: BLE001 - one bad request must not fail the others: rerun them one by one
             if len(batch) == 1:
                 batch[0].answer(error=error)
                 self.stats.model_errors.inc()
                 return
             for pending in batch:
-                self._run_batch([pending])
+                self._run_batch(endpoint, [pending])
             return
         self.stats.observe_batch(len(batch), sum(len(p.examples) for p in batch),
                                  sum(sum(p.tokens) for p in batch), time.perf_counter() - started)
@@ -630,7 +660,7 @@ class Server:
 
     def __init__(self, run_dir: str, precision: str, limits: Limits, engine: str | None = None):
         from . import __version__
-        from .engine import Engine, choose
+        from .engine import Engine, choose, onnx_workers
         from .inference import inference_precision, resolved_precision
 
         limits.check()
@@ -644,11 +674,13 @@ class Server:
                                        "the run directory it came from for PyTorch, or leave --engine out")
                 self.runs_at = "int8" if precision == "int8" else "fp32"
                 self.precision_reason = f"the export's {self.runs_at} graph"
-                self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export")
+                self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export",
+                                     workers=onnx_workers(self.endpoint.predictor))
             else:  # PyTorch, ONNX Runtime or each for the calls it runs faster (engine.py)
                 self.engine = choose(run_dir, self.endpoint.predictor, engine, self.runs_at)
         self.limits, self.stats = limits, Stats()
-        self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
+        self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision),
+                               workers=self.engine.workers)
         self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name,
                      "endpoints": [getattr(self.endpoint, "route", "/predict")], "precision": self.runs_at,
                      "precision_asked": precision, "engine": asdict(self.engine),
@@ -793,7 +825,7 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     @app.get("/health")
     async def health():
         alive = server.batcher.alive()
-        return JSONResponse({"status": "ok" if alive else "model thread stopped"}, status_code=200 if alive else 503)
+        return JSONResponse({"status": "ok" if alive else "a model thread stopped"}, status_code=200 if alive else 503)
 
     app.get("/info")(lambda: server.info)
     app.get("/metrics")(lambda: Response(server.stats.text(), media_type="text/plain; version=0.0.4; charset=utf-8"))

@@ -281,6 +281,30 @@ def test_the_installed_command_serves_and_shuts_down_with_requests_in_flight(mod
             server.wait()
 
 
+def test_token_counts_are_taken_on_a_tokenizer_of_their_own(minilm_dir):
+    """The event loop counts tokens while a model thread tokenizes: on one shared fast tokenizer, each call's
+    truncation settings leak into the other's (counts at the model's 128 instead of 8)."""
+    import transformers
+
+    from bertkit.serve import _token_counter
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+    count, texts, done = _token_counter(tokenizer, 8), ["a word or two " * 40] * 16, threading.Event()
+
+    def model_thread():
+        while not done.is_set():
+            tokenizer(texts, truncation=True, max_length=128, padding=True)
+
+    thread = threading.Thread(target=model_thread)
+    thread.start()
+    try:
+        counts = [count(texts) for _ in range(200)]
+    finally:
+        done.set()
+        thread.join()
+    assert all(counted == [8] * 16 for counted in counts), sorted({n for c in counts for n in c})
+
+
 def held_model(app):
     """Make the model thread wait for the returned event before each batch (a busy server, on demand)."""
     release = threading.Event()
