@@ -225,4 +225,5 @@ def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:
     return None
 
 
-__all__ = ["ENGINES", "Engine", "onnx_workers", "check_engine", "TwoRuntimes", "choose", "cached_export", "cache_root", "measure"]
+__all__ = ["ENGINES", "Engine", "onnx_workers", "check_engine", "TwoRuntimes", "choose", "cached_export", "cache_root",
+           "measure"]
