@@ -141,9 +141,27 @@ def time_per_input(model, inputs: dict, calls: int) -> float:
     return statistics.median(times) * 1000 / len(inputs["input_ids"])
 
 
+def time_concurrently(model, inputs: dict, workers: int) -> float:
+    """ms per input of `inputs` run as `workers` threads serve them: each row a call of its own (cut to its real
+    length), `workers` calls at once (serve.py Batcher). Best of 3 after one warm-up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mask = inputs["attention_mask"]  # (B, T), or (B, N choices, T)
+    lengths = [int(mask[i].sum(-1).max()) for i in range(len(mask))]
+    rows = [{name: value[i:i + 1, ..., :length] for name, value in inputs.items()} for i, length in enumerate(lengths)]
+    times = []
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in range(4):
+            started = time.perf_counter()
+            list(pool.map(lambda row: run_batch(model, row), rows))
+            times.append(time.perf_counter() - started)
+    return min(times[1:]) * 1000 / len(rows)
+
+
 @torch.inference_mode()
-def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
-    """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved."""
+def measure(runtimes: dict, config, head, rounds: int = 3, workers: dict | None = None) -> dict:
+    """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved. A
+    runtime given several `workers` (threads) runs the batch as it would serve it: a row a call, that many at once."""
     from .export import padded_inputs
 
     names = ("input_ids", "attention_mask", "token_type_ids")
@@ -153,7 +171,9 @@ def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
     for _ in range(rounds):
         for name, model in runtimes.items():
             times[f"{name} one"].append(time_per_input(model, one, 5))
-            times[f"{name} batch"].append(time_per_input(model, batch, 1))
+            threads = (workers or {}).get(name, 1)
+            times[f"{name} batch"].append(time_concurrently(model, batch, threads) if threads > 1 else
+                                          time_per_input(model, batch, 1))
     return {key: round(min(values), 3) for key, values in times.items()}
 
 
@@ -195,12 +215,14 @@ def choose(run_dir: str, predictor, engine: str | None, runs_at: str) -> Engine:
     if engine == "onnx":
         predictor.model = graph
         return Engine(graph_name, graph_name, "--engine onnx", workers=onnx_workers(predictor))
-    timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir))
+    workers = onnx_workers(predictor)  # ONNX Runtime's batches are timed as it would serve them alone
+    timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir),
+                    workers={graph_name: workers})
     single, batch = (torch_name if timed[f"{torch_name} {kind}"] * TORCH_MARGIN < timed[f"{graph_name} {kind}"]
                      else graph_name for kind in ("one", "batch"))
     runtimes = {torch_name: predictor.model, graph_name: graph}
     predictor.model = runtimes[single] if single == batch else TwoRuntimes(runtimes[single], runtimes[batch])
-    workers = onnx_workers(predictor) if single == batch == graph_name else 1
+    workers = workers if single == batch == graph_name else 1
     return Engine(single, batch, f"the faster of each, timed at start on this machine (PyTorch when {TORCH_MARGIN}x "
                   "faster)", timed, workers)
 
