@@ -3,9 +3,12 @@ FastAPI app around `transformers.pipeline`, and the same around ONNX Runtime's i
 
 Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native bf16 matmul; engine auto, which
 times PyTorch and ONNX Runtime at start and gives each kind of call to the faster), `bertkit-torch` (engine torch:
-PyTorch alone, as serve ran before the engine), `bertkit-fp32`, `bertkit-int8` (the run directory at --precision
-int8), `bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`, `onnx-int8`, `onnx-fp32`. The
-engine's exported graph is cached (BERTKIT_CACHE, here under --workdir), so only the first start exports.
+PyTorch alone, as serve ran before the engine), `bertkit-onnx` (engine onnx: ONNX Runtime alone), `bertkit-fp32`,
+`bertkit-int8` (the run directory at --precision int8), `bertkit-int8-onnx` (the same, engine onnx),
+`bertkit-int8-one-thread` (int8, engine onnx, BERTKIT_PLAIN=onnx_workers: one model thread batching, as serve ran
+ONNX Runtime before a thread per core), `bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`,
+`onnx-int8`, `onnx-fp32`. The engine's exported graph is cached (BERTKIT_CACHE, here under --workdir), so only the
+first start exports.
 
 A bounded local load generator (asyncio, loopback only): at each concurrency level, that many clients each
 send one request at a time (one text per request, drawn in turn from the texts) for `--seconds`, and the run
@@ -51,8 +54,8 @@ ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 # bertkit: serve's defaults (precision auto, engine auto); -torch: engine torch (serve before the engine); -fp32 /
 # -int8: that precision, engine auto; -onnx-int8: `bertkit serve` of the int8 export; onnx-*: the plain ORT apps
-VARIANTS = ("bertkit", "bertkit-torch", "bertkit-fp32", "bertkit-int8", "bertkit-onnx-int8", "pipeline", "onnx-int8",
-            "onnx-fp32")
+VARIANTS = ("bertkit", "bertkit-torch", "bertkit-onnx", "bertkit-fp32", "bertkit-int8", "bertkit-int8-onnx",
+            "bertkit-int8-one-thread", "bertkit-onnx-int8", "pipeline", "onnx-int8", "onnx-fp32")
 
 
 # ------------------------------------------------------------------------------------------------------------ setup
@@ -106,8 +109,11 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
     port = free_port()
     if variant.startswith("bertkit"):
         target, options = {"bertkit": (model_dir, ()), "bertkit-torch": (model_dir, ("--engine", "torch")),
+                           "bertkit-onnx": (model_dir, ("--engine", "onnx")),
+                           "bertkit-int8-onnx": (model_dir, ("--precision", "int8", "--engine", "onnx")),
                            "bertkit-fp32": (model_dir, ("--precision", "fp32")),
                            "bertkit-int8": (model_dir, ("--precision", "int8")),
+                           "bertkit-int8-one-thread": (model_dir, ("--precision", "int8", "--engine", "onnx")),
                            "bertkit-onnx-int8": (export_dir, ("--precision", "int8"))}[variant]
         command = [str(BIN / "bertkit"), "serve", target, "--port", str(port), *options, *serve_args]
     else:
@@ -115,8 +121,9 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
         command += ["--precision", variant.removeprefix("onnx-")] if kind == "onnx" else []
     log = tempfile.TemporaryFile("w+")
+    plain = {"BERTKIT_PLAIN": "onnx_workers"} if variant.endswith("-one-thread") else {}
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache")})
+                               env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache"), **plain})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -299,9 +306,15 @@ def main() -> None:
     print(f"{len(texts)} texts; {args.seconds:g} s per level; concurrency {levels}; repeats {args.repeats}")
 
     results = {variant: {level: [] for level in levels} for variant in variants}
+    engines = {variant: [] for variant in variants if variant.startswith("bertkit")}  # what serve chose, per start
     for repeat in range(args.repeats if levels else 0):
         for variant in variants:
             with server(variant, model_dir, export_dir, tuple(args.serve_args.split())) as (url, _):
+                if variant in engines:
+                    engines[variant].append(httpx.get(f"{url}/info", timeout=10).json()["engine"])
+                    chosen = engines[variant][-1]
+                    print(f"  repeat {repeat + 1} {variant}: {chosen['single']} / {chosen['batch']}, "
+                          f"{chosen.get('workers', 1)} model thread(s); timed {chosen['ms_per_input']}", flush=True)
                 for level in levels:
                     result = asyncio.run(load(url, texts, level, args.seconds))
                     results[variant][level].append(result)
@@ -346,7 +359,8 @@ def main() -> None:
                  else "") + f"; /health after: {health}")
         print("RSS (s, MB): " + "  ".join(f"{seconds:.0f}:{mb:,.0f}" for seconds, mb in rss))
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "soak": soak}, indent=2, default=str))
+        Path(args.json).write_text(json.dumps({"results": results, "engines": engines, "soak": soak}, indent=2,
+                                              default=str))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
 For each seed (42, 43, ...): `bertkit run classify` fine-tunes the embedded all-MiniLM-L6-v2 on the first --rows rows
 of the folder's train.tsv (`sentence<TAB>label`, SST-2's files), then `bertkit evaluate RUN dev --precision P` scores
 the same model on the folder's dev.tsv at fp32 (exact), bf16 (the model cast to bf16 once as it loads) and int8
-(dynamic int8 linear layers). The table gives mean ± sd over seeds of each precision's dev accuracy, its difference
-from fp32 on the same model, and the wall time of evaluate (the whole command: start-up, loading, 872 dev rows).
+(dynamic int8 linear layers); then `bertkit export RUN --quantize int8` and `bertkit evaluate EXPORT dev --precision
+P` score ONNX Runtime's fp32 and int8 graphs, the runtimes `bertkit serve` (engine auto) may answer with. The table
+gives mean ± sd over seeds of each row's dev accuracy, its difference from PyTorch fp32 on the same model, and the
+wall time of evaluate (the whole command: start-up, loading, 872 dev rows).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from machine import cpu_model  # benchmarks/machine.py
 from tables import markdown_table  # benchmarks/tables.py
 
 MODEL = "all-MiniLM-L6-v2"
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("fp32", "bf16", "int8")  # PyTorch, `bertkit evaluate RUN --precision P`
+ONNX_PRECISIONS = ("fp32", "int8")  # ONNX Runtime, `bertkit evaluate EXPORT --precision P`
+ROWS = (*PRECISIONS, *(f"onnx-{p}" for p in ONNX_PRECISIONS))
+LABELS = {"fp32": "PyTorch fp32", "bf16": "PyTorch bf16", "int8": "PyTorch int8 (dynamic)",
+          "onnx-fp32": "ONNX Runtime fp32", "onnx-int8": "ONNX Runtime int8 (dynamic)"}
 
 
 def one_seed(args, seed: int, train: Path, dev: Path) -> dict:
@@ -39,6 +45,14 @@ def one_seed(args, seed: int, train: Path, dev: Path) -> dict:
         result[f"{precision}_s"] = round(bertkit("evaluate", str(run_dir), str(dev), "-o", str(out), "--precision",
                                                  precision), 1)
         result[precision] = json.loads(out.read_text())["accuracy"]
+    export_dir = args.work / f"run-{seed}-onnx"
+    if not (export_dir / "onnx_export.json").is_file():
+        bertkit("export", str(run_dir), "-o", str(export_dir), "--quantize", "int8", "--force")
+    for precision in ONNX_PRECISIONS:
+        out = args.work / f"dev-{seed}-onnx-{precision}.json"
+        result[f"onnx-{precision}_s"] = round(bertkit("evaluate", str(export_dir), str(dev), "-o", str(out),
+                                                      "--precision", precision), 1)
+        result[f"onnx-{precision}"] = json.loads(out.read_text())["accuracy"]
     print(json.dumps(result), flush=True)
     return result
 
@@ -55,16 +69,20 @@ def main():
     train = write_csv(read_tsv(args.data / "train.tsv")[:args.rows], args.work / "train.csv")
     dev = write_csv(read_tsv(args.data / "dev.tsv"), args.work / "dev.csv")
     runs = [one_seed(args, 42 + i, train, dev) for i in range(args.seeds)]
-    rows = [[precision, band([r[precision] for r in runs]),
+    rows = [[LABELS[precision], band([r[precision] for r in runs]),
              "" if precision == "fp32" else band([100 * (r[precision] - r["fp32"]) for r in runs], 2),
-             f"{statistics.median(r[f'{precision}_s'] for r in runs):.1f}"] for precision in PRECISIONS]
-    table = {"columns": ["precision (`bertkit evaluate --precision`)", "SST-2 dev accuracy",
+             f"{statistics.median(r[f'{precision}_s'] for r in runs):.1f}"] for precision in ROWS]
+    table = {"columns": ["runtime and precision (`bertkit evaluate --precision`)", "SST-2 dev accuracy",
                          "difference from fp32 (points)", "evaluate wall time (s, median)"], "rows": rows}
     setup = (f"{MODEL} fine-tuned by `bertkit run classify` on the first {args.rows:,} rows of {args.data.name}'s "
              f"train.tsv ({args.epochs:g} epochs, max_length 64, batch 32, precision auto), one model per seed, each "
-             f"evaluated on the dev split ({len(read_tsv(args.data / 'dev.tsv'))} rows) at every precision; "
+             f"evaluated on the dev split ({len(read_tsv(args.data / 'dev.tsv'))} rows) at every precision in PyTorch, "
+             "then "
+             "exported (`bertkit export --quantize int8`) and evaluated in ONNX Runtime (fp32 and int8 graphs: what "
+             "`bertkit serve` answers with when its engine picks ONNX Runtime); "
              f"{len(runs)} seeds, mean ± sd.")
-    result = {"id": "precision", "order": 8, "title": "Inference precision: SST-2 dev accuracy at fp32, bf16 and int8",
+    title = "Inference precision: SST-2 dev accuracy at fp32, bf16 and int8, in PyTorch and ONNX Runtime"
+    result = {"id": "precision", "order": 8, "title": title,
               "command": [f"python benchmarks/bench_precision.py --data SST2_DIR --seeds {len(runs)}"],
               "script": "benchmarks/bench_precision.py", "machine": f"{cpu_model()}, {os.cpu_count()} cores",
               "date": datetime.date.today().isoformat(), "setup": setup, "tables": [table], "notes": [], "runs": runs}
