@@ -5,8 +5,7 @@ Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native
 times PyTorch and ONNX Runtime at start and gives each kind of call to the faster), `bertkit-torch` (engine torch:
 PyTorch alone, as serve ran before the engine), `bertkit-onnx` (engine onnx: ONNX Runtime alone), `bertkit-fp32`,
 `bertkit-int8` (the run directory at --precision int8), `bertkit-int8-onnx` (the same, engine onnx),
-`bertkit-int8-one-thread` (int8, engine onnx, BERTKIT_PLAIN=onnx_workers: one model thread batching, as serve ran
-ONNX Runtime before a thread per core), `bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`,
+`bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`,
 `onnx-int8`, `onnx-fp32`. The engine's exported graph is cached (BERTKIT_CACHE, here under --workdir), so only the
 first start exports.
 
@@ -55,7 +54,7 @@ BIN = Path(sys.executable).parent
 # bertkit: serve's defaults (precision auto, engine auto); -torch: engine torch (serve before the engine); -fp32 /
 # -int8: that precision, engine auto; -onnx-int8: `bertkit serve` of the int8 export; onnx-*: the plain ORT apps
 VARIANTS = ("bertkit", "bertkit-torch", "bertkit-onnx", "bertkit-fp32", "bertkit-int8", "bertkit-int8-onnx",
-            "bertkit-int8-one-thread", "bertkit-onnx-int8", "pipeline", "onnx-int8", "onnx-fp32")
+            "bertkit-onnx-int8", "pipeline", "onnx-int8", "onnx-fp32")
 
 
 # ------------------------------------------------------------------------------------------------------------ setup
@@ -113,7 +112,6 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
                            "bertkit-int8-onnx": (model_dir, ("--precision", "int8", "--engine", "onnx")),
                            "bertkit-fp32": (model_dir, ("--precision", "fp32")),
                            "bertkit-int8": (model_dir, ("--precision", "int8")),
-                           "bertkit-int8-one-thread": (model_dir, ("--precision", "int8", "--engine", "onnx")),
                            "bertkit-onnx-int8": (export_dir, ("--precision", "int8"))}[variant]
         command = [str(BIN / "bertkit"), "serve", target, "--port", str(port), *options, *serve_args]
     else:
@@ -121,9 +119,8 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
         command += ["--precision", variant.removeprefix("onnx-")] if kind == "onnx" else []
     log = tempfile.TemporaryFile("w+")
-    plain = {"BERTKIT_PLAIN": "onnx_workers"} if variant.endswith("-one-thread") else {}
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache"), **plain})
+                               env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache")})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -313,8 +310,8 @@ def main() -> None:
                 if variant in engines:
                     engines[variant].append(httpx.get(f"{url}/info", timeout=10).json()["engine"])
                     chosen = engines[variant][-1]
-                    print(f"  repeat {repeat + 1} {variant}: {chosen['single']} / {chosen['batch']}, "
-                          f"{chosen.get('workers', 1)} model thread(s); timed {chosen['ms_per_input']}", flush=True)
+                    print(f"  repeat {repeat + 1} {variant}: one input -> {chosen['single']}, batches -> "
+                          f"{chosen['batch']}; timed {chosen['ms_per_input']}", flush=True)
                 for level in levels:
                     result = asyncio.run(load(url, texts, level, args.seconds))
                     results[variant][level].append(result)

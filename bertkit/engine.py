@@ -55,25 +55,11 @@ class Engine:
     batch: str
     reason: str
     ms_per_input: dict = field(default_factory=dict)  # "{runtime} one" / "{runtime} batch" -> ms per input
-    workers: int = 1  # model threads: requests run at once (serve.py Batcher)
 
     def describe(self) -> str:
-        runtimes = self.single if self.single == self.batch else f"one input -> {self.single}, batches -> {self.batch}"
-        workers = f", {self.workers} requests at a time" if self.workers > 1 else ""
-        return f"{runtimes}{workers} ({self.reason})"
-
-
-def onnx_workers(predictor) -> int:
-    """Model threads for a predictor that ONNX Runtime answers alone: one per core in use, each running one request
-    at a time. On 2 cores, 2 threads calling one session gave 1.2-1.5x the sentences/s of one thread running them in
-    batches (MiniLM int8, ~30-token sentences: 297-316 against 190-260; fp32 185-195 against 155-187), because a
-    batch of short sentences is no cheaper per sentence in ONNX Runtime, and while one call runs the other thread
-    tokenizes. 1 where a predictor has no tokenizer of its own to copy for each thread (serve.py replica), and where
-    PyTorch answers any call (its thread pool is the process's: two callers would share the same cores).
-    BERTKIT_PLAIN=onnx_workers: one thread."""
-    if not speed.on("onnx_workers") or getattr(predictor, "tokenizer", None) is None:
-        return 1
-    return max(1, torch.get_num_threads())
+        if self.single == self.batch:
+            return f"{self.single} ({self.reason})"
+        return f"one input -> {self.single}, batches -> {self.batch} ({self.reason})"
 
 
 class TwoRuntimes:
@@ -141,27 +127,9 @@ def time_per_input(model, inputs: dict, calls: int) -> float:
     return statistics.median(times) * 1000 / len(inputs["input_ids"])
 
 
-def time_concurrently(model, inputs: dict, workers: int) -> float:
-    """ms per input of `inputs` run as `workers` threads serve them: each row a call of its own (cut to its real
-    length), `workers` calls at once (serve.py Batcher). Best of 3 after one warm-up."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    mask = inputs["attention_mask"]  # (B, T), or (B, N choices, T)
-    lengths = [int(mask[i].sum(-1).max()) for i in range(len(mask))]
-    rows = [{name: value[i:i + 1, ..., :length] for name, value in inputs.items()} for i, length in enumerate(lengths)]
-    times = []
-    with ThreadPoolExecutor(workers) as pool:
-        for _ in range(4):
-            started = time.perf_counter()
-            list(pool.map(lambda row: run_batch(model, row), rows))
-            times.append(time.perf_counter() - started)
-    return min(times[1:]) * 1000 / len(rows)
-
-
 @torch.inference_mode()
-def measure(runtimes: dict, config, head, rounds: int = 3, workers: dict | None = None) -> dict:
-    """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved. A
-    runtime given several `workers` (threads) runs the batch as it would serve it: a row a call, that many at once."""
+def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
+    """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved."""
     from .export import padded_inputs
 
     names = ("input_ids", "attention_mask", "token_type_ids")
@@ -171,9 +139,7 @@ def measure(runtimes: dict, config, head, rounds: int = 3, workers: dict | None 
     for _ in range(rounds):
         for name, model in runtimes.items():
             times[f"{name} one"].append(time_per_input(model, one, 5))
-            threads = (workers or {}).get(name, 1)
-            times[f"{name} batch"].append(time_concurrently(model, batch, threads) if threads > 1 else
-                                          time_per_input(model, batch, 1))
+            times[f"{name} batch"].append(time_per_input(model, batch, 1))
     return {key: round(min(values), 3) for key, values in times.items()}
 
 
@@ -214,17 +180,14 @@ def choose(run_dir: str, predictor, engine: str | None, runs_at: str) -> Engine:
     graph_name = f"onnxruntime {'int8' if int8 else 'fp32'}"
     if engine == "onnx":
         predictor.model = graph
-        return Engine(graph_name, graph_name, "--engine onnx", workers=onnx_workers(predictor))
-    workers = onnx_workers(predictor)  # ONNX Runtime's batches are timed as it would serve them alone
-    timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir),
-                    workers={graph_name: workers})
+        return Engine(graph_name, graph_name, "--engine onnx")
+    timed = measure({torch_name: predictor.model, graph_name: graph}, predictor.model.config, head_of(run_dir))
     single, batch = (torch_name if timed[f"{torch_name} {kind}"] * TORCH_MARGIN < timed[f"{graph_name} {kind}"]
                      else graph_name for kind in ("one", "batch"))
     runtimes = {torch_name: predictor.model, graph_name: graph}
     predictor.model = runtimes[single] if single == batch else TwoRuntimes(runtimes[single], runtimes[batch])
-    workers = workers if single == batch == graph_name else 1
     return Engine(single, batch, f"the faster of each, timed at start on this machine (PyTorch when {TORCH_MARGIN}x "
-                  "faster)", timed, workers)
+                  "faster)", timed)
 
 
 def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:
@@ -247,5 +210,4 @@ def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:
     return None
 
 
-__all__ = ["ENGINES", "Engine", "onnx_workers", "check_engine", "TwoRuntimes", "choose", "cached_export", "cache_root",
-           "measure"]
+__all__ = ["ENGINES", "Engine", "check_engine", "TwoRuntimes", "choose", "cached_export", "cache_root", "measure"]

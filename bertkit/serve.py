@@ -5,17 +5,15 @@
                     -> a list of vectors
     POST /rerank    a reranker (CrossEncoder folder): TEI's {"query", "texts", "raw_scores", "return_text"}
                     -> [{"index", "score"}], best first
-    GET  /health    200 while the model threads are alive
+    GET  /health    200 while the model thread is alive
     GET  /info      model, task, the endpoint it answers on, labels, settings, implementation, precision, limits
     GET  /metrics   Prometheus text: requests by status, latency, inputs and requests per batch, queue depth
 
 How a request is served: the handler parses and checks its inputs (422 for a wrong shape or an unknown field, 413
 over a limit), and puts them on a queue of bounded size (503 with Retry-After when it is full, instead of growing
-without end). Where PyTorch answers, one model thread owns the model: it takes the first waiting request, waits at
-most `max_wait_ms` for more, packs requests in arrival order up to a token budget, and runs them as one call of the
-task's predictor (which sorts by length and runs unpadded batches): under load, what queued while the model ran goes
-together. Where ONNX Runtime answers every call, a thread per core each takes one request at a time (concurrent calls
-beat batches there: engine.onnx_workers). Each
+without end). One model thread owns the model: it takes the first waiting request, waits at most `max_wait_ms` for
+more, packs requests in arrival order up to a token budget, and runs them as one call of the task's predictor (which
+sorts by length and runs unpadded batches): under load, what queued while the model ran goes together. Each
 request gets its own slice of the results, in its input order. A request whose client went away, or that waited
 past `timeout_s` (504), is dropped before it costs model time; a batch that fails is retried request by request, so
 one bad input fails alone and the server goes on. Shutdown (Ctrl-C, SIGTERM) stops accepting, finishes what is
@@ -32,7 +30,6 @@ ner `"text"`, qa `{"question", "context"}`, choice `{"context", "question", "opt
 
 import asyncio
 import contextlib
-import copy
 import errno
 import math
 import queue
@@ -106,11 +103,6 @@ def _items(inputs, where: str = "inputs") -> list:
 
 
 def _token_counter(tokenizer, max_length: int):
-    """Token counts as the model will see them, on a copy of the tokenizer: the counts are taken on the event loop
-    while a model thread tokenizes, and a fast tokenizer keeps its truncation and padding settings in the one Rust
-    object (two threads with different settings got each other's: rows cut at the other's length)."""
-    tokenizer = copy.deepcopy(tokenizer)
-
     def count(firsts: list[str], seconds: list[str] | None = None) -> list[int]:
         encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length) if seconds else \
             tokenizer(firsts, truncation=True, max_length=max_length)
@@ -485,43 +477,26 @@ class Pending:
         self.loop.call_soon_threadsafe(settle)
 
 
-STOP = object()  # queued by Batcher.stop, one per model thread: a thread ends when it takes one
+STOP = object()  # queued by Batcher.stop: the model thread ends when it reaches it
 TRIM_EVERY_S = 5.0  # how often at most the model thread hands freed heap back to the OS (speed.py: server_memory)
 
 
-def replica(endpoint):
-    """The endpoint for another model thread: the model shared (an ONNX Runtime session runs calls from several
-    threads at once), the tokenizer its own (its settings are state: _token_counter)."""
-    twin = copy.copy(endpoint)
-    twin.predictor = copy.copy(endpoint.predictor)
-    twin.predictor.tokenizer = copy.deepcopy(endpoint.predictor.tokenizer)
-    return twin
-
-
 class Batcher:
-    """The model threads: requests in, batches of them through the task's predictor, answers out in order.
+    """The model thread: requests in, batches of them through the task's predictor, answers out in order."""
 
-    One thread (`workers=1`, PyTorch: it batches, and its thread pool is the process's) takes what waits up to the
-    token budget. Several (ONNX Runtime, engine.onnx_workers) each take one request at a time on their own copy of
-    the endpoint: concurrent calls there beat batches."""
-
-    def __init__(self, endpoint, limits: Limits, stats: "Stats", run_in: Callable = contextlib.nullcontext,
-                 workers: int = 1):
+    def __init__(self, endpoint, limits: Limits, stats: "Stats", run_in: Callable = contextlib.nullcontext):
         self.endpoint, self.limits, self.stats = endpoint, limits, stats
-        self.queue: queue.Queue = queue.Queue()  # Pending requests, then STOP (one per thread)
-        self.waiting_inputs = 0  # inputs queued and not yet taken by a model thread
+        self.queue: queue.Queue = queue.Queue()  # Pending requests, then STOP
+        self.waiting_inputs = 0  # inputs queued and not yet taken by the model thread
         self.lock = threading.Lock()
-        self.run_in = run_in  # a context the model runs under (the precision's autocast): entered in each thread
-        self.endpoints = [endpoint] + [replica(endpoint) for _ in range(workers - 1)]  # one per thread
-        self.threads = [threading.Thread(target=self._run, args=(one,), name=f"bertkit-model-{i}", daemon=True)
-                        for i, one in enumerate(self.endpoints)]
+        self.run_in = run_in  # a context the model runs under (the precision's autocast): entered in the thread
+        self.thread = threading.Thread(target=self._run, name="bertkit-model", daemon=True)
 
     def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
+        self.thread.start()
 
     def alive(self) -> bool:
-        return all(thread.is_alive() for thread in self.threads)
+        return self.thread.is_alive()
 
     def submit(self, pending: Pending) -> bool:
         """Queue a request; False (nothing queued) when it would overfill the queue."""
@@ -534,80 +509,75 @@ class Batcher:
         return True
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Finish what is queued, then end the threads."""
-        for _ in self.threads:
-            self.queue.put(STOP)
-        deadline = time.monotonic() + timeout
-        for thread in self.threads:
-            thread.join(max(deadline - time.monotonic(), 0))
+        """Finish what is queued, then end the thread."""
+        self.queue.put(STOP)
+        self.thread.join(timeout)
 
     def _take(self, pending: Pending) -> None:
         with self.lock:
             self.waiting_inputs -= len(pending.examples)
         self.stats.queue_depth.set(self.waiting_inputs)
 
-    def tokens(self, endpoint, pending: Pending) -> int:
-        """The request's tokens, counted here in the model thread: counted on the event loop, under load they took a
-        fifth of its time (py-spy, 8 clients), and the event loop is what every request waits on. A request whose
-        tokens cannot be counted runs alone (predict then says what is wrong with it, to it alone)."""
+    def tokens(self, pending: Pending) -> int:
+        """The request's tokens, counted here in the model thread. On the event loop, which every request waits on,
+        counting took a fifth of its time at 8 clients (py-spy), and ran the tokenizer beside the model thread's: a
+        fast tokenizer keeps its truncation settings in one Rust object, and two threads with different settings
+        get each other's. A request whose tokens cannot be counted runs alone (predict then tells it what is wrong)."""
         if pending.tokens is None:
             try:
-                pending.tokens = endpoint.tokens(pending.examples)
-            except Exception:  # noqa: BLE001 - the model call reports it
+                pending.tokens = self.endpoint.tokens(pending.examples)
+            except Exception:  # noqa: BLE001 - the model call reports it, to this request alone
                 pending.tokens = [self.limits.max_batch_tokens]
         return sum(pending.tokens)
 
-    def _collect(self, endpoint, first: Pending) -> tuple[list[Pending], object]:
+    def _collect(self, first: Pending) -> tuple[list[Pending], object]:
         """The first request and those that join it within max_wait_ms, in arrival order, up to the token budget
         (a request is never split: a large one runs alone). Returns (batch, what starts the next one: a request
-        that did not fit, STOP, or None). With several threads, each runs the first alone."""
-        if len(self.threads) > 1:
-            return [first], None
-        batch, budget = [first], self.tokens(endpoint, first)
+        that did not fit, STOP, or None)."""
+        batch, budget = [first], self.tokens(first)
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while budget < self.limits.max_batch_tokens:
             try:
                 following = self.queue.get(timeout=max(deadline - time.perf_counter(), 0))
             except queue.Empty:
                 return batch, None
-            if following is STOP or budget + self.tokens(endpoint, following) > self.limits.max_batch_tokens:
+            if following is STOP or budget + self.tokens(following) > self.limits.max_batch_tokens:
                 return batch, following
             batch.append(following)
-            budget += self.tokens(endpoint, following)
+            budget += self.tokens(following)
         return batch, None
 
-    def _run(self, endpoint) -> None:
+    def _run(self) -> None:
         with self.run_in():
             following, trimmed = None, time.monotonic()
             while True:
                 first = following or self.queue.get()
                 if first is STOP:  # stop() queued it after every request it had accepted: all are answered
                     return
-                batch, following = self._collect(endpoint, first)
+                batch, following = self._collect(first)
                 for pending in batch:
                     self._take(pending)
-                self._run_batch(endpoint, [p for p in batch if not p.dropped and not p.future.done()])
+                self._run_batch([p for p in batch if not p.dropped and not p.future.done()])
                 if time.monotonic() - trimmed > TRIM_EVERY_S:  # between batches, even under load
                     speed.release_freed_memory()
                     trimmed = time.monotonic()
 
-    def _run_batch(self, endpoint, batch: list[Pending]) -> None:
+    def _run_batch(self, batch: list[Pending]) -> None:
         if not batch:
             return
         started = time.perf_counter()
         try:
-            records = endpoint.predict([e for p in batch for e in p.examples])
+            records = self.endpoint.predict([e for p in batch for e in p.examples])
         except Exception as error:  # noqa: BLE001 - one bad request must not fail the others: rerun them one by one
             if len(batch) == 1:
                 batch[0].answer(error=error)
                 self.stats.model_errors.inc()
                 return
             for pending in batch:
-                self._run_batch(endpoint, [pending])
+                self._run_batch([pending])
             return
-        seconds = time.perf_counter() - started
         self.stats.observe_batch(len(batch), sum(len(p.examples) for p in batch),
-                                 sum(self.tokens(endpoint, p) for p in batch), seconds)
+                                 sum(sum(p.tokens) for p in batch), time.perf_counter() - started)
         position = 0
         for pending in batch:
             pending.answer(records[position:position + len(pending.examples)])
@@ -673,7 +643,7 @@ class Server:
 
     def __init__(self, run_dir: str, precision: str, limits: Limits, engine: str | None = None):
         from . import __version__
-        from .engine import Engine, choose, onnx_workers
+        from .engine import Engine, choose
         from .inference import inference_precision, resolved_precision
 
         limits.check()
@@ -687,13 +657,11 @@ class Server:
                                        "the run directory it came from for PyTorch, or leave --engine out")
                 self.runs_at = "int8" if precision == "int8" else "fp32"
                 self.precision_reason = f"the export's {self.runs_at} graph"
-                self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export",
-                                     workers=onnx_workers(self.endpoint.predictor))
+                self.engine = Engine(f"onnxruntime {self.runs_at}", f"onnxruntime {self.runs_at}", "an ONNX export")
             else:  # PyTorch, ONNX Runtime or each for the calls it runs faster (engine.py)
                 self.engine = choose(run_dir, self.endpoint.predictor, engine, self.runs_at)
         self.limits, self.stats = limits, Stats()
-        self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision),
-                               workers=self.engine.workers)
+        self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
         self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name,
                      "endpoints": [getattr(self.endpoint, "route", "/predict")], "precision": self.runs_at,
                      "precision_asked": precision, "engine": asdict(self.engine),
@@ -838,7 +806,7 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     @app.get("/health")
     async def health():
         alive = server.batcher.alive()
-        return JSONResponse({"status": "ok" if alive else "a model thread stopped"}, status_code=200 if alive else 503)
+        return JSONResponse({"status": "ok" if alive else "model thread stopped"}, status_code=200 if alive else 503)
 
     app.get("/info")(lambda: server.info)
     app.get("/metrics")(lambda: Response(server.stats.text(), media_type="text/plain; version=0.0.4; charset=utf-8"))
@@ -904,9 +872,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
-          limits: Limits | None = None, log_level: str = "info", engine: str | None = None) -> None:
+          limits: Limits | None = None, log_level: str = "info", engine: str | None = None,
+          access_log: bool = False) -> None:
     """Bind the port, load the run, then serve it with uvicorn until Ctrl-C / SIGTERM (queued requests are finished
-    first)."""
+    first). uvicorn's line per request only with `access_log`: /metrics counts requests, and the line cost 9-12 % of
+    the requests/s at 1 and 64 clients (MiniLM int8, AMD EPYC, 2 cores; a plain FastAPI app runs without it too)."""
     require_serve()
     import uvicorn
 
@@ -920,7 +890,8 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
         server = app.state.server
         print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}; engine: "
               f"{server.engine.describe()}", flush=True)
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log,
+                                timeout_graceful_shutdown=30)
         runner = uvicorn.Server(config)
         runner.run(sockets=[sock])
     finally:

@@ -56,9 +56,6 @@ training steps were 2.15x slower and inference 1.74x:
 - `onnx_unpadding`: ONNX Runtime runs the rows of one real length together, cut to that length, instead of the padded
   batch (onnx_model.py `equal_length_rows`); per-token outputs at padding positions are PAD_LOGIT. Gain: serving the
   int8 export at 64 clients went from 0.63x to 0.85x a plain ONNX Runtime app's requests/s.
-- `onnx_workers`: where ONNX Runtime answers every call, serve runs a model thread per core, each taking one request
-  at a time (engine.py `onnx_workers`), instead of one thread batching what waits. Gain: in-process, 1.2-1.5x the
-  sentences/s on 2 cores; served, docs/benchmarks.md#http.
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
@@ -72,7 +69,7 @@ import sys
 
 PLAIN_ENV = "BERTKIT_PLAIN"
 TRICKS = ("unpadding", "buckets", "dropout", "eager_dropout", "fused_qkv", "fused_gelu", "blockwise_attention",
-          "malloc", "page_release", "server_memory", "serve_engine", "onnx_unpadding", "onnx_workers")
+          "malloc", "page_release", "server_memory", "serve_engine", "onnx_unpadding")
 
 
 def plain_tricks() -> frozenset[str]:

@@ -275,34 +275,76 @@ def test_the_installed_command_serves_and_shuts_down_with_requests_in_flight(mod
         log = server.stdout.read()
         assert "Finished server process" in log and "Traceback" not in log, log
         assert "at precision " in log.split("serving ", 1)[1].splitlines()[0], log
+        assert "POST /predict" not in log, log  # no line per request unless --access-log
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
 
 
-def test_token_counts_are_taken_on_a_tokenizer_of_their_own(minilm_dir):
-    """The event loop counts tokens while a model thread tokenizes: on one shared fast tokenizer, each call's
-    truncation settings leak into the other's (counts at the model's 128 instead of 8)."""
-    import transformers
+@pytest.mark.parametrize("args, expected", [([], False), (["--access-log"], True)])
+def test_access_log_only_when_asked_for(models, monkeypatch, args, expected):
+    import uvicorn
+    from typer.testing import CliRunner
 
-    from bertkit.serve import _token_counter
+    from bertkit.cli import app
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    count, texts, done = _token_counter(tokenizer, 8), ["a word or two " * 40] * 16, threading.Event()
+    seen = {}
+    monkeypatch.setattr(uvicorn.Server, "run",
+                        lambda self, sockets=None: seen.update(access_log=self.config.access_log))
+    result = CliRunner().invoke(app, ["serve", models["classify"], "--port", str(free_port()), *args])
+    assert seen == {"access_log": expected}, result.output
 
-    def model_thread():
-        while not done.is_set():
-            tokenizer(texts, truncation=True, max_length=128, padding=True)
 
-    thread = threading.Thread(target=model_thread)
-    thread.start()
-    try:
-        counts = [count(texts) for _ in range(200)]
-    finally:
-        done.set()
-        thread.join()
-    assert all(counted == [8] * 16 for counted in counts), sorted({n for c in counts for n in c})
+def test_tokens_are_counted_in_the_model_thread_not_on_the_event_loop(models):
+    """The event loop, which every request waits on, never runs the tokenizer (it was a fifth of its time under
+    load, and ran beside the model thread's tokenizer calls)."""
+    with running(models["classify"]) as (url, app):
+        batcher, threads = app.state.batcher, []
+        count = batcher.endpoint.tokens
+
+        def counted(examples):
+            threads.append(threading.current_thread().name)
+            return count(examples)
+
+        batcher.endpoint.tokens = counted
+
+        async def several():
+            async with httpx.AsyncClient(timeout=30) as client:
+                return await asyncio.gather(*(client.post(f"{url}/predict", json={"inputs": [f"text {i}"] * (i + 1)})
+                                              for i in range(6)))
+        assert [answer.status_code for answer in asyncio.run(several())] == [200] * 6
+        assert len(threads) == 6 and set(threads) == {"bertkit-model"}
+        text = httpx.get(f"{url}/metrics").text
+        assert metric(text, "bertkit_batch_inputs_sum") == 21
+
+
+def test_a_request_whose_tokens_cannot_be_counted_fails_alone_and_the_model_thread_goes_on(models):
+    with running(models["classify"], max_wait_ms=300) as (url, app):
+        endpoint = app.state.batcher.endpoint
+        count, predict = endpoint.tokens, endpoint.predict
+
+        def broken(examples):
+            if any(text == "boom" for text, _ in examples):
+                raise RuntimeError("this input breaks the tokenizer")
+            return count(examples)
+
+        def fragile(examples):
+            if any(text == "boom" for text, _ in examples):
+                raise RuntimeError("this input breaks the tokenizer")
+            return predict(examples)
+
+        endpoint.tokens, endpoint.predict = broken, fragile
+
+        async def both():
+            async with httpx.AsyncClient(timeout=30) as client:
+                return await asyncio.gather(client.post(f"{url}/predict", json={"inputs": "fine"}),
+                                            client.post(f"{url}/predict", json={"inputs": "boom"}))
+        good, bad = asyncio.run(both())
+        assert good.status_code == 200 and bad.status_code == 500, (good.text, bad.text)
+        assert "breaks the tokenizer" in bad.json()["error"]
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert httpx.post(f"{url}/predict", json={"inputs": "fine again"}).status_code == 200
 
 
 def held_model(app):

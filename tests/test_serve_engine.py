@@ -115,15 +115,15 @@ def test_auto_times_both_here_and_gives_each_kind_of_call_to_the_faster(runs, mo
         faster = timed[f"torch fp32 {kind}"] * engines.TORCH_MARGIN < timed[f"onnxruntime fp32 {kind}"]
         assert chosen == ("torch fp32" if faster else "onnxruntime fp32")
     # when they differ, a call of one input goes to one and a call of several to the other
-    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head, **_: {
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {
         "torch fp32 one": 9.0, "torch fp32 batch": 1.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
     assert engines.choose(runs["classify"], Server(runs["classify"], "fp32", Limits(), engine="torch").endpoint
                           .predictor, "auto", "fp32").batch == "torch fp32"
-    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head, **_: {  # faster, but not by the margin
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {  # faster, but not by the margin
         "torch fp32 one": 9.0, "torch fp32 batch": 4.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
     assert engines.choose(runs["classify"], Server(runs["classify"], "fp32", Limits(), engine="torch").endpoint
                           .predictor, "auto", "fp32").batch == "onnxruntime fp32"
-    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head, **_: {
+    monkeypatch.setattr(engines, "measure", lambda runtimes, config, head: {
         "torch fp32 one": 9.0, "torch fp32 batch": 1.0, "onnxruntime fp32 one": 2.0, "onnxruntime fp32 batch": 5.0})
     server = Server(runs["classify"], "fp32", Limits(), engine="auto")
     assert (server.engine.single, server.engine.batch) == ("onnxruntime fp32", "torch fp32")
@@ -135,57 +135,6 @@ def test_auto_times_both_here_and_gives_each_kind_of_call_to_the_faster(runs, mo
     server.endpoint.predict(server.endpoint.parse(["one text", "and another, longer text"]))
     assert len(model.single.session.shapes) == 1  # the batch went to PyTorch
     assert "one input -> onnxruntime fp32, batches -> torch fp32" in server.engine.describe()
-    assert server.engine.workers == 1  # PyTorch answers some calls: one thread, batching
-
-
-def test_onnx_runs_a_request_per_core_at_once_each_thread_with_its_own_tokenizer(runs, monkeypatch):
-    """Where ONNX Runtime answers every call, a model thread per core each takes one request at a time (concurrent
-    calls beat batches there), sharing the session and not the tokenizer; the answers are PyTorch's."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    texts = ["a fine film", "a dull and overlong film , badly acted", "fine", "not good at all , sadly"]
-    expected = Server(runs["classify"], "fp32", Limits(), engine="torch").endpoint
-    expected = [expected.predict(expected.parse(text)) for text in texts]
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    app = create_app(runs["classify"], "fp32", engine="onnx")
-    batcher, both_running = app.state.batcher, threading.Barrier(2, timeout=10)
-    assert len(batcher.threads) == 2 and app.state.server.info["engine"]["workers"] == 2
-    first, second = (endpoint.predictor for endpoint in batcher.endpoints)
-    assert first.model is second.model and first.tokenizer is not second.tokenizer
-    calls = []
-    for endpoint in batcher.endpoints:
-        def concurrent(examples, predict=endpoint.predict):
-            calls.append(len(examples))
-            both_running.wait()  # both threads are in a call at once (one thread would break the barrier: 500)
-            return predict(examples)
-        endpoint.predict = concurrent
-    with TestClient(app) as client, ThreadPoolExecutor(2) as clients:
-        answers = list(clients.map(lambda text: client.post("/predict", json={"inputs": text}), texts))
-    assert [answer.status_code for answer in answers] == [200] * 4, [answer.text for answer in answers]
-    assert calls == [1, 1, 1, 1]  # never two requests joined into one call
-    for answer, record in zip(answers, expected):
-        assert_close_records(answer.json(), record)
-    assert not any(thread.is_alive() for thread in batcher.threads)  # shutdown ended every thread
-
-
-def test_onnx_batches_are_timed_as_served_by_several_threads(runs):
-    """With several model threads, ONNX Runtime's batch is timed a row a call (cut to its length), as it is served."""
-    model = load_onnx_model(str(engines.cached_export(runs["classify"], int8=False)))
-    model.session = CountingSession(model.session)
-    timed = engines.measure({"graph": model}, model.config, head_of(runs["classify"]), rounds=1, workers={"graph": 2})
-    rows, longest = engines.TIMED_BATCH
-    batch_calls = model.session.shapes[6:]  # after the one-input calls: a warm-up and 5 timed
-    assert len(batch_calls) == 4 * rows and {shape[0] for shape in batch_calls} == {1}
-    assert max(shape[1] for shape in batch_calls) == longest and min(shape[1] for shape in batch_calls) < longest
-    assert timed["graph batch"] > 0
-
-
-def test_pytorch_or_bertkit_plain_onnx_workers_keep_one_model_thread(runs, monkeypatch):
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    assert len(create_app(runs["classify"], "fp32", engine="torch").state.batcher.threads) == 1
-    monkeypatch.setenv("BERTKIT_PLAIN", "onnx_workers")
-    assert len(create_app(runs["classify"], "fp32", engine="onnx").state.batcher.threads) == 1
 
 
 def test_the_graph_is_exported_once_and_a_damaged_one_again(runs, monkeypatch):
