@@ -11,8 +11,9 @@
 
 How a request is served: the handler parses and checks its inputs (422 for a wrong shape or an unknown field, 413
 over a limit), and puts them on a queue of bounded size (503 with Retry-After when it is full, instead of growing
-without end). One model thread owns the model: it takes the first waiting request, waits at most `max_wait_ms` for
-more, packs requests in arrival order up to a token budget, and runs them as one call of the task's predictor (which
+without end); that is all the event loop does with a request. One model thread owns the model: it takes the first
+waiting request, waits at most `max_wait_ms` for more, packs requests in arrival order up to a token budget (counting
+their tokens there, not on the event loop), and runs them as one call of the task's predictor (which
 sorts by length and runs unpadded batches): under load, what queued while the model ran goes together. Each
 request gets its own slice of the results, in its input order. A request whose client went away, or that waited
 past `timeout_s` (504), is dropped before it costs model time; a batch that fails is retried request by request, so
