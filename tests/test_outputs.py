@@ -362,3 +362,18 @@ def test_export_never_writes_into_a_run_directory(finished, tmp_path):
     message = one_line_error(runner.invoke(app, ["export", str(run), "-o", str(run / "onnx")]))
     assert f"is inside the run directory {run}" in message and f"-o {run}-onnx" in message, message
     assert digests(run) == before and not (run / "onnx").exists()
+
+
+@pytest.mark.parametrize("task", ["ner", "qa", "choice"])
+def test_predict_of_a_jsonl_only_task_names_the_input_before_the_suffix(task, tmp_path):
+    """-o naming the input file is said as that (the data is what is at stake), not as a wrong output suffix."""
+    import importlib
+
+    from bertkit.errors import BertkitError
+
+    data = tmp_path / "data.csv"
+    data.write_text("text\na sentence\n")
+    predict_file = importlib.import_module(f"bertkit.tasks.{task}").predict_file
+    with pytest.raises(BertkitError, match=f"-o {data} is the input file"):
+        predict_file(str(tmp_path / "run"), str(data), str(data))
+    assert data.read_text() == "text\na sentence\n"
