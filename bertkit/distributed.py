@@ -334,13 +334,24 @@ class ShardingCheck(transformers.TrainerCallback):
 
 
 def end_process_group() -> None:
-    """Tear the process group down at the end of a finished distributed run. Left to interpreter exit, gloo's threads
-    can be destroyed while still running: a ZeRO-3 run on CPU that had trained and saved ended one rank in
-    "terminate called without an active exception" (exit -6), and torchrun reported the finished run FAILED."""
+    """End a finished distributed run's process: the process group torn down, the streams flushed, then out without
+    the interpreter's teardown. Left to that teardown, a C++ thread of the CPU communication backend could be
+    destroyed while still joinable: a ZeRO-3 run on CPU that had trained and saved ended one rank in "terminate called
+    without an active exception" (exit -6), and torchrun reported the finished run FAILED. Tearing the group down
+    first made it rarer, not gone (CI, 2026-12-06). Everything of the run is written by now; a failed run never gets
+    here (its other ranks may still be in a collective)."""
+    import logging
+    import sys
+
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if not (launched() and dist.is_available() and dist.is_initialized()):
+        return
+    dist.destroy_process_group()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 __all__ = ["launched", "world_size", "check_launcher", "check_fsdp_config", "check_deepspeed_config",
            "deepspeed_values", "check_distributed_config", "check_launch", "engine_arguments", "sharding",

@@ -234,3 +234,30 @@ def test_a_lost_node_stops_the_survivor_and_resume_continues(no_dropout_model_di
     assert codes == [0, 0], log[-3000:]
     assert "resuming from" in log and "checkpoint-" in log.split("resuming from")[1][:200]
     assert (out / "bertkit_run.json").is_file()
+
+
+END_SCRIPT = """
+import atexit, os, sys
+import torch.distributed as dist
+from bertkit.distributed import end_process_group
+end_process_group()  # no process group yet: nothing happens
+print("no group: went on", flush=True)
+dist.init_process_group("gloo", rank=0, world_size=1)
+atexit.register(lambda: print("interpreter teardown ran", flush=True))
+print("finished run", end="")  # unflushed: end_process_group flushes it
+end_process_group()
+print("after end_process_group")
+"""
+
+
+def test_a_finished_distributed_process_leaves_without_the_interpreters_teardown(tmp_path):
+    """The teardown could destroy a joinable C++ thread of the CPU backend (std::terminate, exit -6, torchrun: FAILED)
+    after a run had trained and saved: a finished rank flushes and leaves with 0 instead."""
+    script = tmp_path / "end.py"
+    script.write_text(END_SCRIPT)
+    env = {**ENV, "LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("no group: went on\nfinished run"), done.stdout
+    assert "after end_process_group" not in done.stdout and "teardown ran" not in done.stdout, done.stdout
