@@ -332,7 +332,6 @@ class ShardingCheck(transformers.TrainerCallback):
         say(sharding_line(model, args.process_index, args.world_size))
 
 
-
 def end_process_group() -> None:
     """End a finished distributed run's process: the process group torn down, the streams flushed, then out without
     the interpreter's teardown. Left to that teardown, a C++ thread of the CPU communication backend could be
@@ -352,6 +351,7 @@ def end_process_group() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
 
 __all__ = ["launched", "world_size", "check_launcher", "check_fsdp_config", "check_deepspeed_config",
            "deepspeed_values", "check_distributed_config", "check_launch", "engine_arguments", "sharding",

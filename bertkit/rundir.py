@@ -882,11 +882,13 @@ def replacing_allowed(force: bool) -> Iterator[None]:
 
 
 def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = (), flag: str = "-o",
-                      what: str = "predictions", force: bool = False) -> Path:
+                      what: str = "predictions", force: bool = False, suffixes: tuple[str, ...] = (),
+                      wrong_suffix: str = "use a .jsonl name") -> Path:
     """Refuse, in one line that says what to do, an output that would replace one of the command's `inputs`, a data
     file or model recorded by a run it reads (`model_dirs`: its bertkit_config.yaml, the files `bertkit evaluate`
     measured on it), change the model it reads or any bertkit run directory, or that is a folder; these stay
     refused with `force`. An existing file of another kind than `what` (OUTPUT_KINDS) is replaced only with `force`.
+    A name not ending in one of `suffixes` (when given) is refused after all that, with `wrong_suffix` as the advice.
     Returns the path to write: the symlink's target when `output` is a symlink, so that the link stays a link."""
     inputs, model_dirs = [str(p) for p in inputs if p], [str(p) for p in model_dirs if p]
     target = _resolved(output)
@@ -927,6 +929,8 @@ def check_output_path(output: str | Path, inputs: list = (), model_dirs: list = 
         if folder.exists() and not folder.is_dir():
             raise BertkitError(f"{flag} {output}: {folder} is a file, not a folder — choose another output")
     _check_kind(output, target, flag, what, force or _FORCE.get())
+    if suffixes and Path(output).suffix.lower() not in suffixes:  # after the rules above: -o INPUT is said as such
+        raise BertkitError(f"output file {output}: {wrong_suffix}")
     # a symlink is written through (its target replaced), as open("w") did: os.replace would replace the link
     return target if Path(output).expanduser().is_symlink() else Path(output).expanduser()
 

@@ -211,10 +211,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     """The chosen option of every example, in input order, as JSONL: {"question", "choice" (index), "option"
     (its text), "score", "probabilities" (one per option)}."""
     no_confidence_cut(min_confidence, "choice")
-    checked = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])  # the input first
-    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
-        raise BertkitError(f"output file {output_path}: use a .jsonl name")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"))
     chooser = load_predictor(model_dir)
     examples = read_examples(input_path, labelled=False)
     probs = predict_probabilities(chooser, examples, batch_size)

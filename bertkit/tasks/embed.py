@@ -272,11 +272,9 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     (N, D) float32 array. Query columns get the query prefix, passage columns the passage prefix (read_texts)."""
     no_confidence_cut(min_confidence, "embed")
     suffix = Path(output_path).suffix.lower()
-    # the output rule first: -o INPUT is said as the input it would replace, not as a name to change
-    checked = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="vectors")
-    if suffix not in (".jsonl", ".json", ".npy"):
-        raise BertkitError(f"output file {output_path}: use a .jsonl name (or .npy for a NumPy array)")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="vectors",
+                                    suffixes=(".jsonl", ".json", ".npy"),
+                                    wrong_suffix="use a .jsonl name (or .npy for a NumPy array)")
     texts, kind = read_texts(input_path)  # a file that cannot be read is said before the model loads
     embedder = load_predictor(model_dir)
     say(f"encoding {len(texts)} texts as {'queries' if kind == QUERY else 'passages'}")
@@ -298,10 +296,8 @@ def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str
     {"query", "results": [{"rank", "passage", "score"}, ...]}."""
     if top < 1:
         raise BertkitError(f"--top-k {top}: give at least 1")
-    checked = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir])  # -o INPUT first
-    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
-        raise BertkitError(f"output file {output_path}: use a .jsonl name")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"))
     queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
     passages = read_corpus(corpus)
     embedder = load_predictor(model_dir)
@@ -362,14 +358,10 @@ def mine_file(input_path: str, output_path: str, model_name: str | None = None, 
         raise BertkitError("nothing to rank the corpus with — give --model (an embedding model) and/or --bm25")
     if num_negatives < 1:
         raise BertkitError(f"--num-negatives {num_negatives}: give at least 1")
-    # a run given as --model: never over its files nor the data it was trained on (rundir.check_output_path); the
-    # output rule first: -o INPUT is said as the input it would replace, not as a name to change
+    # a run given as --model: never over its files nor the data it was trained on (rundir.check_output_path)
     local_model = [model_name] if model_name and Path(model_name).expanduser().is_dir() else []
-    checked = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=local_model,
-                                what="the training file")
-    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
-        raise BertkitError(f"output file {output_path}: use a .jsonl name")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=local_model,
+                                    what="the training file", suffixes=(".jsonl", ".json"))
     data = read_examples(input_path)
     if data.kind == "scored":
         raise BertkitError(f"{input_path} holds scored pairs (column '{data.columns.score}'): mining needs (query, "

@@ -327,11 +327,9 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     """Entity spans for every text of a file, in input order, as JSONL: {"text", "entities": [{"text", "type",
     "start", "end", "score"}]} with character offsets into "text"."""
     no_confidence_cut(min_confidence, "ner")
-    checked = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])  # the input first
-    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
-        raise BertkitError(f"output file {output_path}: NER predictions are nested (entities per text) — use a "
-                           f".jsonl name")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"),
+                                    wrong_suffix="NER predictions are nested (entities per text) — use a .jsonl name")
     tagger = load_predictor(model_dir)
     sentences = read_texts(input_path, tagger.settings.split)
     probs = predict_word_probabilities(tagger, sentences, batch_size)

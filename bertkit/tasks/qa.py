@@ -624,10 +624,9 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
                  min_confidence: float | None = None) -> int:
     """Answer every {question, context} record of a file; write one JSON line per question, in input order."""
     no_confidence_cut(min_confidence, "qa")
-    checked = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])  # the input first
-    if Path(output_path).suffix.lower() not in (".jsonl", ".json"):
-        raise BertkitError(f"output file {output_path}: QA predictions are written as JSON lines — use a .jsonl name")
-    output_path = checked
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"),
+                                    wrong_suffix="QA predictions are written as JSON lines — use a .jsonl name")
     qa = load_predictor(model_dir)
     examples, report = read_examples(input_path, require_answers=False)
     _print_report(report)
