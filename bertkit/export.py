@@ -2,8 +2,8 @@
 
     export_run("runs/classify", "runs/classify-onnx", quantize="int8")
 
-The export folder holds `model.onnx` (fp32; and `model_int8.onnx`, ONNX Runtime's dynamic int8 quantization of
-it), the run's config.json (label map, task settings), tokenizer files and bertkit_config.yaml (max_length, columns,
+The export folder holds `model.onnx` (fp32, standard ONNX ops; and `model_int8.onnx`, ONNX Runtime's dynamic int8
+quantization of it after ONNX Runtime's BERT fusions, which makes it a graph for ONNX Runtime only), the run's config.json (label map, task settings), tokenizer files and bertkit_config.yaml (max_length, columns,
 long_doc), `onnx_export.json` (what was exported, the parity with PyTorch, dev metrics) and a completion record, so
 `bertkit predict EXPORT_DIR file.csv` and `bertkit evaluate` run it through ONNX Runtime (`--precision int8` picks
 the int8 file). Every fine-tuned head exports (sequence classification of every label kind, token classification,
@@ -236,12 +236,39 @@ def check_parity(model: nn.Module, head: Head, path: Path, shapes=((1, 5), (3, 1
     return worst
 
 
-def quantize_int8(source: Path, target: Path) -> Path:
-    """ONNX Runtime's dynamic quantization: int8 weights of every MatMul, activations quantized per call."""
+def quantize_int8(model: nn.Module, head: Head, source: Path, target: Path) -> str:
+    """ONNX Runtime's dynamic quantization (int8 weights of every MatMul, activations quantized per call) of the
+    graph fused by ONNX Runtime's transformer optimizer (LayerNorm with its residual add, GELU with its bias), when
+    the fused fp32 graph still matches PyTorch; else of `source` itself. Fusing first is what pays: quantized, the
+    unfused graph's LayerNorm and GELU patterns are split by the quantization nodes and ONNX Runtime no longer fuses
+    them as it loads (MiniLM, one 31-token sentence, AMD EPYC: 3.4 ms against 4.5). Returns which graph was
+    quantized and why (onnx_export.json says it)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    fused = target.with_name("fused.onnx")
+    try:
+        source, how = fuse(model, head, source, fused), "fused (ONNX Runtime's transformer optimizer)"
+    except Exception as problem:  # noqa: BLE001 - the fusion is an optimization: its failure costs speed, not the export
+        how = f"unfused: the fused graph was not used ({str(problem).splitlines()[0][:200] or type(problem).__name__})"
+    try:
+        with _quiet():
+            quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    finally:
+        fused.unlink(missing_ok=True)
+    return how
+
+
+def fuse(model: nn.Module, head: Head, source: Path, target: Path) -> Path:
+    """`source` through ONNX Runtime's transformer optimizer (BERT fusions; patterns a family does not have are left
+    as they are), saved to `target` once check_parity finds it still equal to PyTorch."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
     with _quiet():
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+        fused = optimize_model(str(source), model_type="bert", opt_level=1,
+                               num_heads=getattr(model.config, "num_attention_heads", 0) or 0,
+                               hidden_size=getattr(model.config, "hidden_size", 0) or 0)
+        fused.save_model_to_file(str(target))
+    check_parity(model, head, target)
     return target
 
 
@@ -290,7 +317,7 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
                    "inputs": list(input_names(model)), "outputs": list(head.outputs), "files": files,
                    "parity_max_abs_diff": {"fp32": check_parity(model, head, building / ONNX_FILE)}}
         if quantize == "int8":
-            quantize_int8(building / ONNX_FILE, building / INT8_FILE)
+            summary["int8_graph"] = quantize_int8(model, head, building / ONNX_FILE, building / INT8_FILE)
             files["int8"] = INT8_FILE
             summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, building / INT8_FILE)
         copy_model_files(Path(run_dir), building)

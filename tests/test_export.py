@@ -18,6 +18,7 @@ import bertkit
 from bertkit import tasks
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
+from bertkit.errors import BertkitError
 
 pytest.importorskip("onnxscript")
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -164,3 +165,40 @@ def test_export_without_onnxruntime_says_how_to_install(classify_run, tmp_path, 
     assert result.exit_code == 2
     message = result.output.strip()
     assert len(message.splitlines()) == 1 and 'pip install "bertkit[onnx]"' in message, message
+
+
+def graph_ops(path: Path) -> set[str]:
+    return {node.op_type for node in onnx.load(str(path)).graph.node}
+
+
+def test_int8_quantizes_the_fused_graph_when_it_matches_pytorch(tmp_path, minilm_dir):
+    """LayerNorm and GELU are fused before quantization (quantized first, ONNX Runtime no longer fuses them and the
+    int8 graph runs slower); the fused graph itself is not left in the export."""
+    model_dir = saved_head("single", tmp_path, minilm_dir)
+    summary = export_run(model_dir, str(tmp_path / "onnx"), quantize="int8", evaluate=False)
+    assert summary["int8_graph"].startswith("fused"), summary
+    ops = graph_ops(tmp_path / "onnx" / INT8_FILE)
+    assert {"SkipLayerNormalization", "MatMulInteger"} <= ops, ops
+    assert "SkipLayerNormalization" not in graph_ops(tmp_path / "onnx" / ONNX_FILE)  # fp32 stays plain ONNX
+    assert summary["parity_max_abs_diff"]["int8"] < 0.05
+    assert sorted(p.name for p in (tmp_path / "onnx").glob("*.onnx")) == sorted([INT8_FILE, ONNX_FILE])
+
+
+def test_int8_falls_back_to_the_unfused_graph_when_the_fused_one_differs(tmp_path, minilm_dir, monkeypatch):
+    import bertkit.export as export
+
+    checked = export.check_parity
+
+    def fused_differs(model, head, path, *args):
+        if path.name == "fused.onnx":
+            raise BertkitError("the ONNX export differs from the PyTorch model by 1.00e+00")
+        return checked(model, head, path, *args)
+
+    monkeypatch.setattr(export, "check_parity", fused_differs)
+    model_dir = saved_head("single", tmp_path, minilm_dir)
+    summary = export_run(model_dir, str(tmp_path / "onnx"), quantize="int8", evaluate=False)
+    assert summary["int8_graph"].startswith("unfused") and "differs from the PyTorch model" in summary["int8_graph"]
+    ops = graph_ops(tmp_path / "onnx" / INT8_FILE)
+    assert "MatMulInteger" in ops and "SkipLayerNormalization" not in ops, ops
+    assert summary["parity_max_abs_diff"]["int8"] < 0.05
+    assert sorted(p.name for p in (tmp_path / "onnx").glob("*.onnx")) == sorted([INT8_FILE, ONNX_FILE])

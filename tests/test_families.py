@@ -235,16 +235,20 @@ def test_lora_wraps_each_family_s_own_attention_projections(checkpoints, pairs, 
 @pytest.mark.parametrize("family", ["distilbert", "deberta-v2", "modernbert"])
 def test_export_runs_every_family_s_graph(classify_runs, pairs, family, tmp_path):
     """ONNX export of transformers' classes: no token_type_ids input where the model has none (DistilBERT,
-    ModernBERT), parity checked against PyTorch, and predict runs the export."""
+    ModernBERT), parity checked against PyTorch, and predict runs the export; the int8 graph is quantized from the
+    BERT-fused graph only where that still matches PyTorch (the fusions that do not fit a family are not applied)."""
     pytest.importorskip("onnxruntime")
     out, _ = classify_runs(family)
-    result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "onnx")])
+    result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "onnx"), "--quantize", "int8"])
     assert result.exit_code == 0, result.output
     exported = json.loads((tmp_path / "onnx" / "onnx_export.json").read_text())
     assert exported["parity_max_abs_diff"]["fp32"] < 1e-4
+    assert exported["int8_graph"].startswith(("fused", "unfused")) and exported["parity_max_abs_diff"]["int8"] < 0.1
     assert ("token_type_ids" in exported["inputs"]) == (family == "deberta-v2")
-    result = runner.invoke(app, ["predict", str(tmp_path / "onnx"), pairs["dev"], "-o", str(tmp_path / "p.jsonl")])
-    assert result.exit_code == 0, result.output
+    for precision in ("fp32", "int8"):
+        result = runner.invoke(app, ["predict", str(tmp_path / "onnx"), pairs["dev"], "-o",
+                                     str(tmp_path / f"p-{precision}.jsonl"), "--precision", precision])
+        assert result.exit_code == 0, result.output
 
 
 def test_distill_into_a_student_of_the_family(classify_runs, checkpoints, pairs, tmp_path):
