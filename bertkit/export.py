@@ -249,7 +249,7 @@ def quantize_int8(model: nn.Module, head: Head, source: Path, target: Path) -> s
     fused = target.with_name("fused.onnx")
     try:
         source, how = fuse(model, head, source, fused), "fused (ONNX Runtime's transformer optimizer)"
-    except Exception as problem:  # noqa: BLE001 - the fusion is an optimization: its failure costs speed, not the export
+    except Exception as problem:  # noqa: BLE001 - a fusion that fails costs speed, never the export
         how = f"unfused: the fused graph was not used ({str(problem).splitlines()[0][:200] or type(problem).__name__})"
     try:
         with _quiet():
