@@ -6,10 +6,10 @@ The export folder holds `model.onnx` (fp32, standard ONNX ops; and `model_int8.o
 quantization of it after ONNX Runtime's BERT fusions: a graph for ONNX Runtime only), the run's config.json (label
 map, task settings), tokenizer files and bertkit_config.yaml (max_length, columns, long_doc), `onnx_export.json`
 (what was exported, the parity with PyTorch, dev metrics) and a completion record, so `bertkit predict EXPORT_DIR
-file.csv` and `bertkit evaluate` run it through ONNX Runtime (`--precision int8` picks the int8 file). Every fine-
-tuned head exports (sequence classification of every label kind, token classification, QA, multiple choice) of every
-encoder family with dynamic batch and sequence axes (and choices); inputs are input_ids, attention_mask and (where
-the model has them: not DistilBERT or ModernBERT) token_type_ids, int64.
+file.csv` and `bertkit evaluate` run it through ONNX Runtime (`--precision int8` picks the int8 file). Every
+fine-tuned head exports (sequence classification of every label kind, token classification, QA, multiple choice) of
+every encoder family with dynamic batch and sequence axes (and choices); inputs are input_ids, attention_mask and
+(where the model has them: not DistilBERT or ModernBERT) token_type_ids, int64.
 
 The model is exported with eager attention (transformers' sdpa mask traces wrong, docs/notes.md) on the padded path:
 bertkit's model never unpads while being traced (`is_tracing`), and `check_parity` compares ONNX Runtime with the
