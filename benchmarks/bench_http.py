@@ -5,9 +5,11 @@ Variants: `bertkit` (serve's defaults: precision auto, bf16 on a CPU with native
 times PyTorch and ONNX Runtime at start and gives each kind of call to the faster), `bertkit-torch` (engine torch:
 PyTorch alone, as serve ran before the engine), `bertkit-onnx` (engine onnx: ONNX Runtime alone), `bertkit-fp32`,
 `bertkit-int8` (the run directory at --precision int8), `bertkit-int8-onnx` (the same, engine onnx),
-`bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`,
-`onnx-int8`, `onnx-fp32`. The engine's exported graph is cached (BERTKIT_CACHE, here under --workdir), so only the
-first start exports.
+`bertkit-onnx-int8` (`bertkit serve` of the int8 export), `pipeline`, and the plain ONNX Runtime apps: `onnx-int8`
+(around `onnxruntime.quantization.quantize_dynamic` of the export's fp32 model.onnx, as ONNX Runtime's documentation
+shows it: the graph issue 43 measured), `onnx-int8-fused` (around the export's own int8 graph, quantized after ONNX
+Runtime's BERT fusions) and `onnx-fp32`. The engine's exported graph is cached (BERTKIT_CACHE, here under --workdir),
+so only the first start exports.
 
 A bounded local load generator (asyncio, loopback only): at each concurrency level, that many clients each
 send one request at a time (one text per request, drawn in turn from the texts) for `--seconds`, and the run
@@ -54,7 +56,8 @@ BIN = Path(sys.executable).parent
 # bertkit: serve's defaults (precision auto, engine auto); -torch: engine torch (serve before the engine); -fp32 /
 # -int8: that precision, engine auto; -onnx-int8: `bertkit serve` of the int8 export; onnx-*: the plain ORT apps
 VARIANTS = ("bertkit", "bertkit-torch", "bertkit-onnx", "bertkit-fp32", "bertkit-int8", "bertkit-int8-onnx",
-            "bertkit-onnx-int8", "pipeline", "onnx-int8", "onnx-fp32")
+            "bertkit-onnx-int8", "pipeline", "onnx-int8", "onnx-int8-fused", "onnx-fp32")
+PLAIN_INT8 = "plain_int8.onnx"  # under --workdir: quantize_dynamic of the export's model.onnx, nothing else
 
 
 # ------------------------------------------------------------------------------------------------------------ setup
@@ -75,7 +78,7 @@ def read_texts(path: str | None) -> list[str]:
 
 def build_models(workdir: Path, need_onnx: bool) -> tuple[str, str | None]:
     """MiniLM with a 2-label head as a fine-tuned classifier directory (the head's values do not change the speed),
-    and its `bertkit export --quantize int8` folder."""
+    its `bertkit export --quantize int8` folder, and PLAIN_INT8 beside them."""
     import torch
     import transformers
 
@@ -93,6 +96,10 @@ def build_models(workdir: Path, need_onnx: bool) -> tuple[str, str | None]:
     if need_onnx and not (export_dir / "onnx_export.json").exists():
         subprocess.run([str(BIN / "bertkit"), "export", str(model_dir), "--quantize", "int8", "-o", str(export_dir)],
                        check=True)
+    if need_onnx and not (workdir / PLAIN_INT8).exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(export_dir / "model.onnx"), str(workdir / PLAIN_INT8), weight_type=QuantType.QInt8)
     return str(model_dir), str(export_dir) if need_onnx else None
 
 
@@ -117,7 +124,10 @@ def server(variant: str, model_dir: str, export_dir: str | None, serve_args: tup
     else:
         kind, target = ("pipeline", model_dir) if variant == "pipeline" else ("onnx", export_dir)
         command = [sys.executable, str(HERE / "http_anchors.py"), kind, target, "--port", str(port)]
-        command += ["--precision", variant.removeprefix("onnx-")] if kind == "onnx" else []
+        if kind == "onnx":
+            precision = variant.split("-")[1]
+            graph = ["--graph", str(Path(export_dir).parent / PLAIN_INT8)] if variant == "onnx-int8" else []
+            command += ["--precision", precision, *graph]
     log = tempfile.TemporaryFile("w+")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                env={**os.environ, "BERTKIT_CACHE": str(Path(model_dir).parent / "cache")})
@@ -319,7 +329,7 @@ def main() -> None:
                           f"{result['p50']:7.1f}  p99 {result['p99']:7.1f} ms  errors {result['errors']}  client CPU "
                           f"{result['client_cpu_s']:.2f} s", flush=True)
     if levels:
-        for reference in ("pipeline", "onnx-int8", "onnx-fp32"):
+        for reference in ("pipeline", "onnx-int8", "onnx-int8-fused", "onnx-fp32"):
             if reference in variants:
                 print_table(results, variants, levels, reference)
 

@@ -3,10 +3,11 @@
   pipeline   a FastAPI app around `transformers.pipeline("text-classification")`, a plain `def` endpoint (FastAPI
              runs it in its thread pool, one request per call), as the FastAPI and transformers docs show it
   onnx       the same app around ONNX Runtime running `bertkit export --quantize int8`'s int8 graph (--precision
-             fp32: the export's fp32 graph)
+             fp32: the export's fp32 graph; --graph FILE: another graph, e.g. the user's own
+             `onnxruntime.quantization.quantize_dynamic` of the export's model.onnx)
 
     python benchmarks/http_anchors.py pipeline MODEL_DIR --port 8001
-    python benchmarks/http_anchors.py onnx EXPORT_DIR --port 8002
+    python benchmarks/http_anchors.py onnx EXPORT_DIR --port 8002 [--graph FILE]
 
 Both answer POST /predict {"inputs": text or [texts]} with a list of {label, score}, and GET /health.
 """
@@ -54,12 +55,12 @@ def pipeline_app(model_dir: str) -> FastAPI:
     return app_around(lambda texts: pipe(texts, truncation=True, max_length=128))
 
 
-def onnx_app(export_dir: str, precision: str = "int8") -> FastAPI:
+def onnx_app(export_dir: str, precision: str = "int8", graph: str | None = None) -> FastAPI:
     import onnxruntime
     import transformers
 
     export = json.loads((Path(export_dir) / "onnx_export.json").read_text())
-    session = onnxruntime.InferenceSession(str(Path(export_dir) / export["files"][precision]),
+    session = onnxruntime.InferenceSession(graph or str(Path(export_dir) / export["files"][precision]),
                                            providers=["CPUExecutionProvider"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(export_dir)
     id2label = json.loads((Path(export_dir) / "config.json").read_text())["id2label"]
@@ -81,8 +82,10 @@ def main() -> None:
     parser.add_argument("model_dir")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--precision", choices=("int8", "fp32"), default="int8", help="onnx: which graph")
+    parser.add_argument("--graph", default=None, help="onnx: this graph file instead of the export's")
     args = parser.parse_args()
-    app = pipeline_app(args.model_dir) if args.kind == "pipeline" else onnx_app(args.model_dir, args.precision)
+    app = (pipeline_app(args.model_dir) if args.kind == "pipeline"
+           else onnx_app(args.model_dir, args.precision, args.graph))
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -86,13 +86,24 @@ def check_graphs(export_dir: str | Path) -> None:
                                "bertkit export RUN_DIR")
 
 
-def equal_length_rows(mask: np.ndarray) -> dict[int, np.ndarray] | None:
-    """Row indices by real length, when every row's mask is a prefix of ones (right padding, as BERT tokenizers pad);
-    None otherwise (the batch then runs as it is)."""
+# Rows of similar real length run together, padded to the longest of their group, which is at most this much longer
+# than the shortest: one call per exact length left a batch of 64 sentences in ~33 calls of one or two rows, and a
+# group that stretches 15 % + 2 tokens ran 2.3-2.5 ms per sentence against 2.8-2.9 (MiniLM int8, AMD EPYC).
+GROUP_STRETCH, GROUP_SLACK = 1.15, 2
+
+
+def length_groups(mask: np.ndarray) -> list[tuple[np.ndarray, int]] | None:
+    """(row indices, length to run them at) for groups of rows of similar real length, when every row's mask is a
+    prefix of ones (right padding, as BERT tokenizers pad); None otherwise (the batch then runs as it is)."""
     lengths = mask.sum(-1)
     if not (mask == (np.arange(mask.shape[-1]) < lengths[:, None])).all():
         return None
-    return {int(length): np.flatnonzero(lengths == length) for length in np.unique(lengths)}
+    order, groups, start = np.argsort(lengths, kind="stable"), [], 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or lengths[order[end]] > lengths[order[start]] * GROUP_STRETCH + GROUP_SLACK:
+            groups.append((np.sort(order[start:end]), int(lengths[order[end - 1]])))
+            start = end
+    return groups
 
 
 def session(path: str | Path, threads: int | None = None):
@@ -126,20 +137,20 @@ class OnnxModel:
             batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         feed = {name: np.ascontiguousarray(batch[name].cpu().numpy(), dtype=np.int64) for name in self.input_names}
         unpad = not self.head.choices and speed.on("onnx_unpadding")
-        groups = equal_length_rows(feed["attention_mask"]) if unpad else None
+        groups = length_groups(feed["attention_mask"]) if unpad else None
         if groups is None:
             outputs = self.session.run(list(self.head.outputs), feed)
         else:
             outputs = self._run_unpadded(feed, groups)
         return SimpleNamespace(**{name: torch.from_numpy(array) for name, array in zip(self.head.outputs, outputs)})
 
-    def _run_unpadded(self, feed: dict, groups: dict[int, np.ndarray]) -> list[np.ndarray]:
-        """The graph on each group of rows of one real length, cut to that length: no padded token is computed (a
-        padded batch of 16 sentences cost more per sentence than 16 calls of one: engine.py). Per-token outputs are
-        PAD_LOGIT at padding positions, where no decoder looks."""
+    def _run_unpadded(self, feed: dict, groups: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
+        """The graph on each group of rows of similar real length, cut to its longest: almost no padded token is
+        computed (a batch padded to its longest sentence cost twice as much per sentence at 64 rows). Per-token
+        outputs are PAD_LOGIT at every padding position, where no decoder looks."""
         rows, width = feed["attention_mask"].shape
         outputs = None
-        for length, members in groups.items():
+        for members, length in groups:
             part = {name: np.ascontiguousarray(array[members, :length]) for name, array in feed.items()}
             results = self.session.run(list(self.head.outputs), part)
             if outputs is None:  # (B, ...) per sequence, (B, T, ...) per token
@@ -150,6 +161,9 @@ class OnnxModel:
                     output[members, :length] = result
                 else:
                     output[members] = result
+        if self.head.per_token:  # a row shorter than its group's length was run with padding there
+            for output in outputs:
+                output[feed["attention_mask"] == 0] = PAD_LOGIT
         return outputs
 
     def eval(self):

@@ -22,7 +22,7 @@ pytest.importorskip("onnxscript")
 pytest.importorskip("onnxruntime")
 
 from bertkit.export import padded_inputs  # noqa: E402
-from bertkit.onnx_model import PAD_LOGIT, OnnxModel, head_of, load_onnx_model  # noqa: E402
+from bertkit.onnx_model import PAD_LOGIT, OnnxModel, head_of, length_groups, load_onnx_model  # noqa: E402
 from bertkit.serve import Limits, Server, create_app  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -66,7 +66,7 @@ class CountingSession:
 
 
 @pytest.mark.parametrize("name", list(HEADS))
-def test_rows_of_one_length_run_together_unpadded_and_match_the_padded_graph(runs, name):
+def test_rows_of_similar_length_run_together_cut_to_their_longest_and_match_the_padded_graph(runs, name):
     folder = engines.cached_export(runs[name], int8=False)
     model = load_onnx_model(str(folder))
     inputs = padded_inputs(model.config, head_of(folder), 7, 24, seed=3)
@@ -75,7 +75,8 @@ def test_rows_of_one_length_run_together_unpadded_and_match_the_padded_graph(run
     padded = model.session.run(list(model.head.outputs), {k: v.numpy() for k, v in inputs.items()})
     model.session = CountingSession(model.session)
     unpadded = model(**inputs)
-    assert sorted(shape[1] for shape in model.session.shapes) == sorted(set(lengths.tolist()))  # one call a length
+    expected_calls = [(len(rows), length) for rows, length in length_groups(inputs["attention_mask"].numpy())]
+    assert sorted(model.session.shapes) == sorted(expected_calls) and len(expected_calls) < len(set(lengths.tolist()))
     assert sum(shape[0] for shape in model.session.shapes) == 7
     for output_name, expected in zip(model.head.outputs, padded):
         got = getattr(unpadded, output_name).numpy()
@@ -85,6 +86,14 @@ def test_rows_of_one_length_run_together_unpadded_and_match_the_padded_graph(run
             assert (got[~real] == PAD_LOGIT).all()
         else:
             np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_length_groups_stretch_at_most_15_percent_and_2_tokens():
+    lengths = np.array([21, 5, 40, 7, 20, 6, 3])
+    mask = (np.arange(48) < lengths[:, None]).astype(np.int64)
+    groups = [(rows.tolist(), length) for rows, length in length_groups(mask)]
+    assert groups == [([1, 6], 5), ([3, 5], 7), ([0, 4], 21), ([2], 40)]  # 3 takes up to 5.45, 6 up to 8.9
+    assert length_groups(mask[:, ::-1].copy()) is None  # left padding: not cut
 
 
 def test_left_padded_rows_run_as_they_are(runs):
