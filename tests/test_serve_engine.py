@@ -252,3 +252,28 @@ def test_bertkit_engine_torch_in_the_environment_still_serves_an_export(runs, mo
     with pytest.raises(KeyboardInterrupt):
         serving.serve(str(engines.cached_export(runs["classify"], int8=False)), port=free_port())
     assert seen == [None]  # the server reads the environment itself, as a default
+
+
+def test_classify_probabilities_of_an_onnx_model_run_no_torch_kernel(runs):
+    """Between ONNX Runtime's calls in the model thread, a torch softmax cost a quarter of the requests/s at 8
+    clients (bertkit/tasks/classify.py `probabilities`): the ONNX path computes its probabilities in numpy."""
+    from bertkit.tasks.classify import load_predictor, predict_probabilities
+
+    classifier = load_predictor(str(engines.cached_export(runs["classify"], int8=False)))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        probs = predict_probabilities(classifier, ["a fine film", "a dull, long and tiresome film"], None)
+    computed = {event.name for event in profile.events()} & {"aten::softmax", "aten::_softmax", "aten::sigmoid"}
+    assert not computed and np.allclose(probs.sum(-1), 1, atol=1e-6)
+
+
+def test_probabilities_match_torch_softmax_and_sigmoid_at_any_logit():
+    from bertkit.tasks.classify import probabilities
+
+    logits = np.array([[0.3, -1.2, 2.0], [-1000.0, 0.0, 1000.0], [5.0, 5.0, 5.0]], dtype=np.float32)
+    expected = {"single": torch.from_numpy(logits).softmax(-1), "multi": torch.from_numpy(logits).sigmoid()}
+    for kind, reference in expected.items():
+        with np.errstate(over="raise", invalid="raise", divide="raise"):  # no overflow on the way
+            got = probabilities(logits, kind)
+        assert got.dtype == np.float32 and np.allclose(got, reference.numpy(), atol=1e-6), kind
+    assert np.allclose(probabilities(logits, "multi", [2.0, 2.0, 2.0]), torch.sigmoid(torch.from_numpy(logits) / 2))
+    assert np.array_equal(probabilities(logits, "regression"), logits)
