@@ -254,16 +254,22 @@ def test_bertkit_engine_torch_in_the_environment_still_serves_an_export(runs, mo
     assert seen == [None]  # the server reads the environment itself, as a default
 
 
-def test_classify_probabilities_of_an_onnx_model_run_no_torch_kernel(runs):
+@pytest.mark.parametrize("name", ["classify", "ner"])
+def test_probabilities_of_an_onnx_model_run_no_torch_kernel(runs, name):
     """Between ONNX Runtime's calls in the model thread, a torch softmax cost a quarter of the requests/s at 8
-    clients (bertkit/tasks/classify.py `probabilities`): the ONNX path computes its probabilities in numpy."""
-    from bertkit.tasks.classify import load_predictor, predict_probabilities
+    clients (bertkit/inference.py `softmax`): the ONNX path computes its probabilities in numpy."""
+    from bertkit.tasks import classify, ner
 
-    classifier = load_predictor(str(engines.cached_export(runs["classify"], int8=False)))
+    folder = str(engines.cached_export(runs[name], int8=False))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
-        probs = predict_probabilities(classifier, ["a fine film", "a dull, long and tiresome film"], None)
+        if name == "classify":
+            probs = classify.predict_probabilities(classify.load_predictor(folder), ["a fine film", "a dull film"],
+                                                   None)
+        else:
+            sentences = [ner.Sentence(words, None, "test") for words in (["Ada", "met", "Alan"], ["Paris"])]
+            probs = np.concatenate(ner.predict_word_probabilities(ner.load_predictor(folder), sentences))
     computed = {event.name for event in profile.events()} & {"aten::softmax", "aten::_softmax", "aten::sigmoid"}
-    assert not computed and np.allclose(probs.sum(-1), 1, atol=1e-6)
+    assert not computed and np.allclose(probs.sum(-1), 1, atol=1e-5)
 
 
 def test_probabilities_match_torch_softmax_and_sigmoid_at_any_logit():

@@ -23,7 +23,7 @@ from ..checkpoints import load_finetuned, load_tokenizer
 from ..console import ExamplesProgress
 from ..datafiles import read_table, row_location
 from ..errors import BertkitError
-from ..inference import run_batch, token_budget_batches
+from ..inference import run_batch, softmax, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
 from ..rundir import atomic_output, check_output_path, write_json
 from . import SETTINGS_KEY, no_confidence_cut, read_settings
@@ -199,9 +199,9 @@ def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch
     collate, results = MultipleChoiceCollator(chooser.tokenizer), [None] * len(features)
     with ExamplesProgress("choosing", len(features)) as progress:
         for batch in token_budget_batches(lengths, batch_size * chooser.settings.max_length, batch_size):
-            logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu()
+            logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu().numpy()
             for row, index in enumerate(batch):
-                results[index] = logits[row].softmax(-1).numpy()
+                results[index] = softmax(logits[row])
             progress.advance(len(batch))
     return np.stack(results)
 

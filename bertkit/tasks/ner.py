@@ -31,7 +31,7 @@ import torch
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say
 from bertkit.errors import BertkitError, ConfigValueError
-from bertkit.inference import run_batch, token_budget_batches
+from bertkit.inference import run_batch, softmax, token_budget_batches
 from bertkit.metrics import SEQEVAL_SCHEMES, SeqevalMetric
 from bertkit.modeling_bert import BertkitForTokenClassification
 from bertkit.rundir import atomic_output, check_output_path, write_json
@@ -166,12 +166,6 @@ def _label_id(label2id: dict[str, int], tag: str, sentence: Sentence, index: int
         raise BertkitError(f"{sentence.location(index)}: tag {tag} is not among the model's labels "
                            f"({', '.join(label2id)}) — the training data has no entity of that type")
     return label2id[tag]
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    logits = np.asarray(logits, dtype=np.float32)
-    shifted = np.exp(logits - logits.max(-1, keepdims=True))
-    return shifted / shifted.sum(-1, keepdims=True)
 
 
 def window_rows(logits: np.ndarray, windows: SentenceWindows) -> list[np.ndarray]:
@@ -314,7 +308,7 @@ def predict_word_probabilities(tagger: Tagger, sentences: list[Sentence], batch_
     with ExamplesProgress("tagging", len(sentences)) as progress:  # windows count as their share of sentences
         for batch in token_budget_batches(lengths, batch_size * max_length, batch_size):
             padded = tagger.tokenizer.pad([windows.features[i] for i in batch], return_tensors="pt")
-            probs = run_batch(tagger.model, padded).logits.float().softmax(-1).cpu().numpy()  # (B, T, C)
+            probs = softmax(run_batch(tagger.model, padded).logits.float().cpu().numpy())  # (B, T, C)
             for row, index in enumerate(batch):
                 rows[index] = probs[row, 1:lengths[index] - 1]
             progress.advance(len(batch) * len(sentences) / max(len(lengths), 1))
@@ -363,5 +357,5 @@ __all__ = [
     "split_tag", "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names",
     "continuation_ids", "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows",
     "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities",
-    "IGNORE_INDEX", "softmax",
+    "IGNORE_INDEX",
 ]
