@@ -250,7 +250,8 @@ def quantize_int8(model: nn.Module, head: Head, source: Path, target: Path) -> s
     try:
         source, how = fuse(model, head, source, fused), "fused (ONNX Runtime's transformer optimizer)"
     except Exception as problem:  # noqa: BLE001 - a fusion that fails costs speed, never the export
-        how = f"unfused: the fused graph was not used ({str(problem).splitlines()[0][:200] or type(problem).__name__})"
+        why = (str(problem).splitlines() or [type(problem).__name__])[0][:200]
+        how = f"unfused: the fused graph was not used ({why})"
     try:
         with _quiet():
             quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
