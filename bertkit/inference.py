@@ -1,5 +1,5 @@
 """What every task's predictor shares at inference time: the precision predict / evaluate run at, length-sorted
-batches under a token budget, one padded batch through the model on its device, and the softmax of its logits."""
+batches under a token budget, one padded batch through the model on its device, and its logits' softmax / sigmoid."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def softmax(logits) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float32)
     exp = np.exp(logits - logits.max(-1, keepdims=True))
     return exp / exp.sum(-1, keepdims=True)
+
+
+def sigmoid(logits) -> np.ndarray:
+    """1 / (1 + exp(-x)) in numpy, in the logits' own float type, with no overflow far below 0 (exp(-x) is never
+    formed)."""
+    return np.exp(-np.logaddexp(0, -np.asarray(logits)))
 
 
 @contextlib.contextmanager
@@ -80,5 +86,5 @@ def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int) -> 
     return batches + ([current] if current else [])
 
 
-__all__ = ["INFERENCE_PRECISIONS", "softmax", "run_batch", "inference_precision", "resolved_precision",
+__all__ = ["INFERENCE_PRECISIONS", "softmax", "sigmoid", "run_batch", "inference_precision", "resolved_precision",
            "token_budget_batches"]

@@ -37,7 +37,7 @@ from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, warn
 from bertkit.datafiles import ColumnMap
 from bertkit.errors import BertkitError
-from bertkit.inference import run_batch, softmax, token_budget_batches
+from bertkit.inference import run_batch, sigmoid, softmax, token_budget_batches
 from bertkit.metrics import (ClassificationMetric, MultiLabelMetric, RegressionMetric, best_threshold,
                              classification_report_text, confusion_matrix_table)
 from bertkit.modeling_bert import BertkitForSequenceClassification
@@ -161,7 +161,7 @@ def probabilities(logits: np.ndarray, kind: str, temperature: list[float] | None
     if kind == "single":
         return softmax(logits)  # numpy, as the sigmoid: no torch op between ONNX Runtime's calls (inference.softmax)
     if kind == "multi":
-        return np.exp(-np.logaddexp(0, -logits))  # the sigmoid, without overflow far below 0
+        return sigmoid(logits)
     return logits
 
 

@@ -34,7 +34,7 @@ from bertkit import tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say, warn
 from bertkit.errors import BertkitError
-from bertkit.inference import run_batch, token_budget_batches
+from bertkit.inference import run_batch, sigmoid, token_budget_batches
 from bertkit.modeling_bert import BertkitForSequenceClassification
 from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks.retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_metrics,
@@ -235,27 +235,22 @@ def predict_logits(reranker: Reranker, queries: list[str], passages: list[str], 
     return logits
 
 
-def sigmoid(logits: np.ndarray) -> np.ndarray:
-    """CrossEncoder's default activation for one label."""
-    return 1 / (1 + np.exp(-np.asarray(logits, dtype=np.float64)))
-
-
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  min_confidence: float | None = None) -> int:
     """Score every (query, passage) pair of a file (a pairs file; a group row's positives and negatives are each a
     pair): one record per pair, {"query", "passage", "score", "logit"}, in file order, as JSONL or CSV. The score is
     sigmoid(logit), what CrossEncoder.predict gives."""
     tasks.no_confidence_cut(min_confidence, "rerank")
-    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
+    output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json", ".csv", ".tsv"),
+                                    wrong_suffix="use a .jsonl or .csv name")
     suffix = Path(output_path).suffix.lower()
-    if suffix not in (".jsonl", ".json", ".csv", ".tsv"):
-        raise BertkitError(f"output file {output_path}: use a .jsonl or .csv name")
     reranker = load_predictor(model_dir)
     data = read_examples(input_path, reranker.settings.columns)
     pairs = [(row.query, text) for row in data.rows for text in [*row.positives, *row.negatives]]
     with ExamplesProgress("scoring", len(pairs)) as progress:
         logits = predict_logits(reranker, [q for q, _ in pairs], [p for _, p in pairs], batch_size, progress)
-    scores = sigmoid(logits)
+    scores = sigmoid(np.asarray(logits, dtype=np.float64))  # CrossEncoder's default activation for one label
     with atomic_output(Path(output_path), "predictions", newline="") as handle:
         if suffix in (".csv", ".tsv"):
             writer = csv.writer(handle, delimiter="\t" if suffix == ".tsv" else ",")
