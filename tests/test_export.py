@@ -171,6 +171,21 @@ def graph_ops(path: Path) -> set[str]:
     return {node.op_type for node in onnx.load(str(path)).graph.node}
 
 
+def weight_zero_point_shapes(path: Path) -> list[tuple[int, list[int]]]:
+    """(output columns, shape of the weight's zero point) of every MatMulInteger: a zero point (and scale) per column
+    has one value per column, a scale for the whole matrix none."""
+    graph = onnx.load(str(path)).graph
+    initializers = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    return [(initializers[node.input[1]][-1], initializers[node.input[3]])
+            for node in graph.node if node.op_type == "MatMulInteger"]
+
+
+def assert_per_column(path: Path) -> None:
+    """Weights quantized with a scale per output column (half the accuracy lost with one scale per matrix)."""
+    shapes = weight_zero_point_shapes(path)
+    assert shapes and all(zero_point == [columns] for columns, zero_point in shapes), shapes
+
+
 def test_int8_quantizes_the_fused_graph_when_it_matches_pytorch(tmp_path, minilm_dir):
     """LayerNorm and GELU are fused before quantization (quantized first, ONNX Runtime no longer fuses them and the
     int8 graph runs slower); the fused graph itself is not left in the export."""
@@ -179,6 +194,7 @@ def test_int8_quantizes_the_fused_graph_when_it_matches_pytorch(tmp_path, minilm
     assert summary["int8_graph"].startswith("fused"), summary
     ops = graph_ops(tmp_path / "onnx" / INT8_FILE)
     assert {"SkipLayerNormalization", "MatMulInteger"} <= ops, ops
+    assert_per_column(tmp_path / "onnx" / INT8_FILE)
     assert "SkipLayerNormalization" not in graph_ops(tmp_path / "onnx" / ONNX_FILE)  # fp32 stays plain ONNX
     assert summary["parity_max_abs_diff"]["int8"] < 0.05
     assert sorted(p.name for p in (tmp_path / "onnx").glob("*.onnx")) == sorted([INT8_FILE, ONNX_FILE])
@@ -200,5 +216,6 @@ def test_int8_falls_back_to_the_unfused_graph_when_the_fused_one_differs(tmp_pat
     assert summary["int8_graph"].startswith("unfused") and "differs from the PyTorch model" in summary["int8_graph"]
     ops = graph_ops(tmp_path / "onnx" / INT8_FILE)
     assert "MatMulInteger" in ops and "SkipLayerNormalization" not in ops, ops
+    assert_per_column(tmp_path / "onnx" / INT8_FILE)
     assert summary["parity_max_abs_diff"]["int8"] < 0.05
     assert sorted(p.name for p in (tmp_path / "onnx").glob("*.onnx")) == sorted([INT8_FILE, ONNX_FILE])
