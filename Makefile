@@ -22,9 +22,10 @@ demo: setup
 	$(OFFLINE) $(BIN)/bertkit predict runs/en_sentiment data/en_sentiment/dev.csv -o runs/en_sentiment/dev_predictions.jsonl
 
 # The suite includes tests/test_wheel.py: the wheel installed into a fresh venv (with this torch pin), run from /tmp.
-# One pytest worker per core (pytest-xdist); `make test-serial` runs them one after another.
+# One pytest worker per core (pytest-xdist); `make test-serial` runs them one after another. The 20 slowest steps are
+# listed at the end, so that every CI log shows where the suite's time goes.
 test: setup
-	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q -n auto --dist loadfile
+	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q -n auto --dist loadfile --durations=20
 
 test-serial: setup
 	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q
