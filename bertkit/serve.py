@@ -892,6 +892,7 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
     sock = listening_socket(host, port)
     try:
         app = create_app(run_dir, precision, limits, engine)
+        speed.freeze_loaded_objects()  # the collector's full passes skip the model and libraries: no 265 ms stalls
         server = app.state.server
         print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}; engine: "
               f"{server.engine.describe()}", flush=True)
