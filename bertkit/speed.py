@@ -62,9 +62,9 @@ training steps were 2.15x slower and inference 1.74x:
   transformers, the model's modules) into the interpreter's permanent generation (`gc.freeze`, serve.py), so that the
   cyclic collector's full passes no longer walk them. A full pass over them took 265 ms, and under load the requests
   in flight (whose objects outlive two young collections) set one off every few seconds, stalling every request
-  waiting. Gain, 3 interleaved rounds over HTTP
-  (MiniLM, AMD EPYC, 2 cores; medians): p99 at 64 clients 318 against 525 ms (int8) and 349 against 625 (default),
-  requests/s at 64 clients 333 against 271 and 227 against 201; at one client the same.
+  waiting. Gain (3 interleaved rounds over HTTP, MiniLM, AMD EPYC, 2 cores; medians): p99 at 64 clients 318
+  against 525 ms (int8) and 349 against 625 (default), requests/s at 64 clients 333 against 271 and 227 against
+  201; at one client the same.
 
 Not switchable here because they change no numbers and have no plain twin: the MLM head scoring only the masked
 positions (`config.sparse_prediction`) and length-sorted batches under a token budget at inference (inference.py).
