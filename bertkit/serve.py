@@ -645,8 +645,8 @@ class Server:
     def __init__(self, run_dir: str, precision: str, limits: Limits, engine: str | None = None):
         from . import __version__
         from .engine import Engine, choose, measure
-        from .onnx_model import OnnxModel, head_of
         from .inference import inference_precision, resolved_precision
+        from .onnx_model import OnnxModel, head_of
 
         limits.check()
         self.runs_at, self.precision_reason = resolved_precision(precision)

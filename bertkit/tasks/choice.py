@@ -200,8 +200,9 @@ def predict_probabilities(chooser: Chooser, examples: list[ChoiceExample], batch
     with ExamplesProgress("choosing", len(features)) as progress:
         for batch in token_budget_batches(lengths, batch_size * chooser.settings.max_length, batch_size):
             logits = run_batch(chooser.model, collate([features[i] for i in batch])).logits.float().cpu().numpy()
+            probs = softmax(logits)  # (B, N choices), one call per batch
             for row, index in enumerate(batch):
-                results[index] = softmax(logits[row])
+                results[index] = probs[row]
             progress.advance(len(batch))
     return np.stack(results)
 
