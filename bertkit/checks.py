@@ -13,6 +13,7 @@ where the key was set (`(from override data.max_length=1)`). `bertkit validate` 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,8 @@ from pydantic import Field
 from .config import _show, check_value
 from .errors import BertkitError, ConfigValueError
 from .rundir import resume_path_problem
+from .shipped import locate_model
+from .training_arguments import trainer_kwargs, training_fields
 
 MIN_MAX_LENGTH = 8  # [CLS], [SEP] and a few tokens of text
 SEED_LIMIT = 2**32  # numpy's range, which transformers.set_seed seeds too
@@ -97,11 +100,13 @@ def check_probability(value: float, key: str, fix: str) -> None:
 
 def check_model(name: str, key: str = "model") -> None:
     """A local-looking model path that does not exist, or a directory bertkit cannot fine-tune (another
-    architecture, missing weights: checkpoints.check_pretrained). A Hub id is not fetched here."""
-    from .checkpoints import resolve_model
-
+    architecture, missing weights: checkpoints.check_pretrained). A Hub id is not fetched here; only a folder needs
+    transformers to be checked."""
     try:
-        resolve_model(name, fetch=False)
+        if locate_model(name) == "folder":
+            from .checkpoints import resolve_model
+
+            resolve_model(name, fetch=False)
     except BertkitError as error:
         raise ConfigValueError(key, f"config key '{key}': {error}") from None
 
@@ -149,12 +154,10 @@ _TRAIN_LIMITS = {
 
 def check_train_numbers(train: dict) -> None:
     """Each train: number in its range (checked by pydantic), and train.max_steps with train.num_train_epochs."""
-    import transformers
-
     for name, limit in _TRAIN_LIMITS.items():
         value = train.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            default = transformers.TrainingArguments.__dataclass_fields__[name].default
+            default = training_fields()[name].default
             with at_key(f"train.{name}"):
                 check_value(_number(value), Annotated[float, limit], f"train.{name}", default)
     max_steps = train.get("max_steps", -1)
@@ -240,7 +243,7 @@ def check_training_arguments(cfg) -> None:
     import transformers
 
     from .precision import resolve_precision
-    from .training import arguments_refused, trainer_kwargs
+    from .training import arguments_refused
 
     has_eval = cfg.data.eval is not None or hasattr(cfg.data, "eval_fraction")  # mlm holds out a share
     train = {k: v for k, v in cfg.train.items() if k not in _LAUNCHER_KEYS}
@@ -252,11 +255,18 @@ def check_training_arguments(cfg) -> None:
         raise arguments_refused(error) from None
 
 
+def sets_trainer_arguments(cfg) -> bool:
+    """Whether the config's `train:` block or its precision differ from the recipe's defaults: only then does
+    `bertkit validate` build the real TrainingArguments (seconds of importing torch and transformers). The defaults
+    of every recipe and shipped config are built by the test suite."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    train, run = fields["train"].default_factory(), fields["run"].default_factory()
+    return cfg.train != train or cfg.run.precision != run.precision
+
+
 def check_trainer_settings(cfg, has_eval: bool) -> None:
     """The TrainingArguments keywords the recipe will pass (bertkit's defaults, `train:`, evaluation with a dev
     split): the combinations bertkit's own callbacks and best-model selection need."""
-    from .training import trainer_kwargs
-
     args = trainer_kwargs(cfg.train, cfg.run.output_dir, cfg.run.seed, has_eval, None)
     check_evaluation(args, has_eval)
     check_early_stopping(cfg.tune.early_stopping_patience, args, has_eval)
@@ -284,12 +294,13 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
     combinations, the distributed engines' settings (bertkit/distributed.py), early stopping against them, a search
     or seed band against the dev split, and the paths (model unless `model=False`, data files, which may be Hub
     datasets when `hub_data`)."""
-    from .distributed import check_distributed_config  # torch and transformers: only when a config is checked
-
     check_repeated_training(cfg.tune, cfg.run.resume, has_eval)
     check_precision_keys(cfg.train)
     check_train_numbers(cfg.train)
-    check_distributed_config(cfg.train, cfg.run.precision)
+    if any(cfg.train.get(key) for key in ("fsdp", "fsdp_config", "deepspeed")):
+        from .distributed import check_distributed_config  # torch and transformers: only for a config that shards
+
+        check_distributed_config(cfg.train, cfg.run.precision)
     check_trainer_settings(cfg, has_eval)
     if model:
         check_model(cfg.model)
@@ -301,5 +312,6 @@ __all__ = [
     "MIN_MAX_LENGTH", "Seed", "MaxLength", "require", "at_key", "check_search", "check_seed_band",
     "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume",
     "check_precision_keys", "check_train_numbers", "check_evaluation", "check_early_stopping",
-    "check_best_model", "check_trainer_settings", "check_training_arguments", "check_recipe",
+    "check_best_model", "sets_trainer_arguments", "check_trainer_settings", "check_training_arguments",
+    "check_recipe",
 ]

@@ -42,6 +42,7 @@ import yaml
 
 from bertkit.errors import BertkitError, ConfigValueError
 from bertkit.shipped import is_shipped, rebase_shipped_paths
+from bertkit.training_arguments import training_fields
 
 logger = logging.getLogger(__name__)
 
@@ -446,7 +447,7 @@ def _unknown_key(prefix: str, name: Any, valid: list[str], sources: _Sources) ->
     close = _suggest(name, valid)
     if close:
         hint = f"did you mean '{_join(prefix, close)}'?"
-    elif not prefix and TRAIN_KEY in valid and str(name) in _train_fields():
+    elif not prefix and TRAIN_KEY in valid and str(name) in training_fields():
         hint = f"did you mean '{TRAIN_KEY}.{name}'? (TrainingArguments settings go under {TRAIN_KEY}:)"
     else:
         hint = f"valid keys{' under ' + repr(prefix) if prefix else ''}: {', '.join(valid)}"
@@ -491,32 +492,12 @@ def build_config(config_cls: type, data: dict, source: str, prefix: str = "") ->
 # The `train:` mapping -> keyword arguments for `transformers.TrainingArguments`
 
 @functools.lru_cache(maxsize=None)
-def _train_fields() -> dict[str, tuple[Any, dataclasses.Field]]:
-    """name -> (annotation, field) of the installed TrainingArguments: checked against the version that will
-    run, not against a list written down here that drifts (5.x dropped warmup_ratio and group_by_length)."""
-    from transformers import TrainingArguments  # imported late: transformers takes seconds to import
-
-    try:
-        hints = typing.get_type_hints(TrainingArguments)
-    except Exception:  # an annotation that does not resolve on this version: fall back to the raw ones
-        hints = {}
-    return {f.name: (hints.get(f.name, f.type), f) for f in dataclasses.fields(TrainingArguments) if f.init}
-
-
-@functools.lru_cache(maxsize=None)
 def _train_adapter(name: str) -> pydantic.TypeAdapter:
-    """A TrainingArguments field's annotation as pydantic checks it: `SchedulerType | str` and `choices`
-    metadata narrowed to their values (a typo gets the closest one)."""
-    tp, f = _train_fields()[name]
-    if name == "fsdp":  # annotated `str | None`, but `fsdp=True` is its current form (the string is deprecated)
-        tp = bool | str | None
-    args = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
-    choices = list(f.metadata.get("choices", ())) or [
-        member.value for arg in args if isinstance(arg, type) and issubclass(arg, enum.Enum) for member in arg]
-    if choices:
-        tp = Literal[tuple(choices)] | None if type(None) in args else Literal[tuple(choices)]
+    """A TrainingArguments field's type as pydantic checks it (bertkit/training_arguments.py narrows Enums and
+    `choices` to their values)."""
     try:
-        return pydantic.TypeAdapter(tp, config=pydantic.ConfigDict(arbitrary_types_allowed=True))
+        return pydantic.TypeAdapter(training_fields()[name].type,
+                                    config=pydantic.ConfigDict(arbitrary_types_allowed=True))
     except (pydantic.PydanticUserError, NameError, TypeError):  # a type pydantic cannot check: TrainingArguments will
         return pydantic.TypeAdapter(Any)
 
@@ -534,7 +515,7 @@ def _rename_train_key(train: dict, old: str, new: str, value: Any, key: str, sou
 
 def _translate_train(train: dict, key: str, sources: _Sources) -> dict:
     """Keys of older transformers versions that users (and tutorials) still write, turned into their 5.x form."""
-    fields = _train_fields()
+    fields = training_fields()
     if "warmup_ratio" in train and "warmup_ratio" not in fields:
         ratio = check_value(train["warmup_ratio"], float, f"{key}.warmup_ratio", sources=sources)
         if not 0 <= ratio < 1:
@@ -584,7 +565,7 @@ def _refuse_train_keys(train: dict, key: str, sources: _Sources) -> None:
 def _validate_train(train: dict, key: str, sources: _Sources) -> dict:
     _refuse_train_keys(train, key, sources)
     train = _translate_train(dict(train), key, sources)
-    fields, checked = _train_fields(), {}
+    fields, checked = training_fields(), {}
     for name, value in train.items():
         name_key = _join(key, name)
         if name not in fields:
@@ -594,7 +575,7 @@ def _validate_train(train: dict, key: str, sources: _Sources) -> dict:
                 f"unknown config key '{name_key}' — {hint} ({key} keys are TrainingArguments fields)"
                 f"{sources.suffix(name_key)}"
             )
-        default = fields[name][1].default if fields[name][1].default is not dataclasses.MISSING else None
+        default = fields[name].default
         checked[name] = _checked(_train_adapter(name), value, lambda loc: (name_key, default), sources)
     return checked
 

@@ -32,12 +32,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import datasets
-import pyarrow as pa
-import pyarrow.parquet as pq
-from datasets.table import InMemoryTable
+from typing import TYPE_CHECKING
 
 from bertkit.errors import BertkitError
+
+if TYPE_CHECKING:
+    import datasets
+    import pyarrow as pa
+
+# datasets and pyarrow are imported by the functions that build tables: the checks of file names and paths here run
+# before a run or a predict loads its model stack (bertkit/checks.py), and must not import it
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -126,6 +130,10 @@ def in_memory_dataset(columns: dict[str, list], path: str, unit: str, lines: lis
     if not columns or not next(iter(columns.values())):
         raise no_rows(path)
     arrays = {name: _arrow_column(name, values, path, lines) for name, values in columns.items()}
+    import datasets
+    import pyarrow as pa
+    from datasets.table import InMemoryTable
+
     dataset = datasets.Dataset(InMemoryTable(pa.table(arrays)))
     remember_rows(dataset, unit, lines)
     return dataset
@@ -133,6 +141,8 @@ def in_memory_dataset(columns: dict[str, list], path: str, unit: str, lines: lis
 
 def _arrow_column(name: str, values: list, path: str, lines: list[int] | None) -> pa.Array:
     """One column as Arrow; values of different kinds ('1' and 1) would fail deep in pyarrow, so say where."""
+    import pyarrow as pa
+
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
@@ -416,6 +426,9 @@ def _read_txt(path: str) -> datasets.Dataset:
 
 
 def _read_parquet(path: str) -> datasets.Dataset:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as err:
@@ -427,6 +440,9 @@ def _read_parquet(path: str) -> datasets.Dataset:
     table = table.drop_columns([name for name in table.column_names if name.startswith("__index_level_")])
     if table.num_rows == 0:
         raise no_rows(path)
+    import datasets
+    from datasets.table import InMemoryTable
+
     dataset = datasets.Dataset(InMemoryTable(table))  # keeps the features datasets wrote into the metadata
     remember_rows(dataset, "row")
     return dataset
@@ -464,6 +480,8 @@ def _read_hub(spec: str, split: str) -> datasets.Dataset:
     match = _HUB_NAME.fullmatch(spec)
     name, config, split = match["name"], match["config"], match["split"] or split
     try:
+        import datasets
+
         dataset = datasets.load_dataset(name, config, split=split)
     except Exception as err:  # noqa: BLE001 - datasets raises a dozen kinds; the user needs one sentence
         offline = "; HF_HUB_OFFLINE is set, so only datasets already in the cache load" if _offline() else ""
@@ -537,6 +555,8 @@ def _names_and_kinds(columns: Sequence[str] | Mapping[str, Any]) -> tuple[list[s
 
 def is_string_feature(feature: Any) -> bool:
     """Whether a datasets feature holds strings (a text column)."""
+    import datasets
+
     return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
 
 

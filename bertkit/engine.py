@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from . import speed
+from .cache import cache_root
 from .console import warn
 from .errors import BertkitError
 from .inference import inference_precision, run_batch
@@ -74,13 +75,6 @@ class TwoRuntimes:
 
     def eval(self):
         return self
-
-
-def cache_root() -> Path:
-    """Where exported graphs are kept: $BERTKIT_CACHE, else $XDG_CACHE_HOME/bertkit, else ~/.cache/bertkit."""
-    if os.environ.get("BERTKIT_CACHE"):
-        return Path(os.environ["BERTKIT_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bertkit"
 
 
 def weights_key(run_dir: str) -> str:

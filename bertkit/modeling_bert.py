@@ -802,3 +802,26 @@ __all__ = [
     "BertkitForMultipleChoice",
     "mean_pool",
 ]
+
+
+def _register_with_auto_classes() -> None:
+    """transformers' Auto classes build and load bertkit models for model_type "bertkit" (called as this module
+    ends: `import bertkit` sees to it that this module is imported whenever transformers' Auto classes are)."""
+    from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice,
+                              AutoModelForPreTraining, AutoModelForQuestionAnswering,
+                              AutoModelForSequenceClassification, AutoModelForTokenClassification)
+
+    AutoConfig.register(BertkitConfig.model_type, BertkitConfig, exist_ok=True)
+    for auto_class, model_class in {
+        AutoModel: BertkitModel,
+        AutoModelForPreTraining: BertkitForPreTraining,
+        AutoModelForMaskedLM: BertkitForMaskedLM,
+        AutoModelForSequenceClassification: BertkitForSequenceClassification,
+        AutoModelForTokenClassification: BertkitForTokenClassification,
+        AutoModelForQuestionAnswering: BertkitForQuestionAnswering,
+        AutoModelForMultipleChoice: BertkitForMultipleChoice,
+    }.items():
+        auto_class.register(BertkitConfig, model_class, exist_ok=True)
+
+
+_register_with_auto_classes()

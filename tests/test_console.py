@@ -21,7 +21,7 @@ import bertkit.llrd
 import bertkit.training
 from bertkit import checkpoints
 from bertkit import console as run_console
-from bertkit import console as display
+from bertkit import training_display as display
 from bertkit import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -266,7 +266,7 @@ def test_evaluate_prints_one_result_line_and_predict_one_line(tiny_run, tmp_path
 def test_progress_of_predict_counts_examples_not_batches(monkeypatch):
     buffer = io.StringIO()
     monkeypatch.setattr(run_console, "console", Console(file=buffer, width=100, force_terminal=True))
-    with display.ExamplesProgress("tagging", 10) as progress:
+    with run_console.ExamplesProgress("tagging", 10) as progress:
         for _ in range(4):  # e.g. 4 batches of windows, each worth 2.5 sentences
             progress.advance(2.5)
             progress.progress.refresh()

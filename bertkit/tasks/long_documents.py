@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
-import torch
 
 from bertkit.errors import BertkitError
-from bertkit.inference import token_budget_batches
-from bertkit.modeling_document import BertkitForDocumentClassification
+
+if TYPE_CHECKING:
+    from bertkit.modeling_document import BertkitForDocumentClassification
+
+# torch and the document model are imported by the three functions of aggregate=attention that use them: LongDocConfig
+# is part of the classify recipe's config, which `bertkit validate` checks without loading the model stack
 
 logger = logging.getLogger("bertkit")
 
@@ -280,6 +283,8 @@ class DocumentCollator:
     tokenizer: Any
 
     def __call__(self, features: list[dict]) -> dict:
+        import torch
+
         windows = [{"input_ids": ids, "token_type_ids": types} for feature in features
                    for ids, types in zip(feature["input_ids"], feature["token_type_ids"])]
         batch = dict(self.tokenizer.pad(windows, return_tensors="pt"))
@@ -292,25 +297,31 @@ class DocumentCollator:
 
 def is_document_model(model) -> bool:
     """A model that pools windows itself (also under int8 quantization, which keeps the class)."""
+    from bertkit.modeling_document import BertkitForDocumentClassification
+
     return isinstance(model, BertkitForDocumentClassification)
 
 
-@torch.inference_mode()
 def document_logits(model: BertkitForDocumentClassification, tokenizer, features: list[dict], doc_ids: np.ndarray,
                     max_tokens: int, max_rows: int, advance: Callable[[int], None] | None = None) -> np.ndarray:
     """(D, C) logits of the documents whose windows are `features` (window i of document doc_ids[i]): the windows
     run through the encoder in length-sorted batches of at most max_tokens padded tokens, their pooled vectors are
     gathered in input order, then each document's vectors are pooled by the model's attention."""
+    import torch
+
+    from bertkit.inference import token_budget_batches
+
     vectors = [None] * len(features)
-    for indices in token_budget_batches([len(f["input_ids"]) for f in features], max_tokens, max_rows):
-        padded = tokenizer.pad([features[i] for i in indices], return_tensors="pt")
-        pooled = model.window_vectors(**{key: value.to(model.device) for key, value in padded.items()})
-        for row, index in enumerate(indices):
-            vectors[index] = pooled[row]
-        if advance is not None:
-            advance(len(indices))
-    document_ids = torch.as_tensor(np.asarray(doc_ids), dtype=torch.long, device=model.device)
-    return model.classify_windows(torch.stack(vectors), document_ids).logits.float().cpu().numpy()
+    with torch.inference_mode():
+        for indices in token_budget_batches([len(f["input_ids"]) for f in features], max_tokens, max_rows):
+            padded = tokenizer.pad([features[i] for i in indices], return_tensors="pt")
+            pooled = model.window_vectors(**{key: value.to(model.device) for key, value in padded.items()})
+            for row, index in enumerate(indices):
+                vectors[index] = pooled[row]
+            if advance is not None:
+                advance(len(indices))
+        document_ids = torch.as_tensor(np.asarray(doc_ids), dtype=torch.long, device=model.device)
+        return model.classify_windows(torch.stack(vectors), document_ids).logits.float().cpu().numpy()
 
 
 

@@ -28,6 +28,7 @@ from tokenizers import AddedToken
 
 from bertkit.console import say
 from bertkit.errors import BertkitError
+from bertkit.recipe_configs.mlm import SCRATCH_PREFIX, SCRATCH_SIZES, scratch_size
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4 in a from-scratch vocabulary
 
@@ -113,13 +114,6 @@ def extend_vocabulary(model, tokenizer, new_tokens: Sequence[NewToken]) -> list[
 
 # ---------------------------------------------------------------------------------------------- from scratch
 
-SCRATCH_SIZES = {
-    "tiny": {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512},
-    "mini": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
-    "small": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "intermediate_size": 2048},
-    "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
-}
-SCRATCH_PREFIX = "scratch:"
 
 
 def add_domain_words(model, tokenizer, texts: Sequence[str], max_new_tokens: int, min_frequency: int,
@@ -131,16 +125,6 @@ def add_domain_words(model, tokenizer, texts: Sequence[str], max_new_tokens: int
     say(f"vocabulary extended by {len(new)} tokens to {len(tokenizer):,}"
         f"{': ' + shown + (', ...' if len(new) > 8 else '') if new else ' (no word qualified)'}")
     return [token.word for token in new]
-
-
-def scratch_size(model: str) -> str | None:
-    """`scratch:tiny` -> "tiny"; None for a checkpoint name. An unknown size is an error naming the sizes."""
-    if not model.startswith(SCRATCH_PREFIX):
-        return None
-    size = model[len(SCRATCH_PREFIX):]
-    if size not in SCRATCH_SIZES:
-        raise BertkitError(f"model={model}: unknown size '{size}' — use scratch:{' | scratch:'.join(SCRATCH_SIZES)}")
-    return size
 
 
 def train_wordpiece(texts: Sequence[str], vocab_size: int, lowercase: bool = True, min_frequency: int = 2,
