@@ -248,6 +248,33 @@ def at_least(value: int, minimum: int, option: str, meaning: str) -> None:
         raise BertkitError(f"{option} {value}: must be at least {minimum} — {meaning}")
 
 
+def check_model_command(model_dir: str, precision: str) -> str:
+    """What predict / evaluate refuse before they load anything: a precision that does not exist, a directory that
+    holds no fine-tuned model. Returns the model's task."""
+    from .checks import check_inference_precision
+    from .tasks import task_of_model
+
+    check_inference_precision(precision)
+    return task_of_model(model_dir)
+
+
+def check_inputs(*paths: Optional[str]) -> None:
+    """Input files that are not there, or folders, refused before a model is loaded."""
+    from .datafiles import check_data_path
+
+    for path in paths:
+        if path is not None:
+            check_data_path(path)
+
+
+def say_first(line: str) -> None:
+    """A command's first line, said before it imports torch and transformers (seconds): what it is about to do."""
+    from .console import is_main_process
+
+    if is_main_process():
+        typer.echo(f"{line} (loading PyTorch and transformers)", err=True)
+
+
 def task_module(model_dir: str) -> ModuleType:
     """The task module that predicts / evaluates the fine-tuned model in `model_dir` (tasks.module_for_model)."""
     from .tasks import module_for_model
@@ -282,22 +309,26 @@ def predict(
     spans (ner), answers (qa), the chosen option (choice), for each [MASK] of a text line, the likeliest tokens
     (mlm), or vectors (embed: .jsonl or .npy; with --corpus the top-k passages per query) — the model directory says
     which."""
-    from .console import console_session
-    from .inference import inference_precision
-    from .rundir import replacing_allowed
-    from .tasks.classify import check_min_confidence
+    from .checks import check_min_confidence
 
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
     at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
     if top_k is not None and corpus is None:  # it would be ignored: without a corpus predict writes vectors
         raise BertkitError(f"--top-k {top_k} needs --corpus: it is how many of the corpus's passages are written per "
                            f"query (embed models) — add --corpus passages.txt, or leave --top-k out")
+    task = check_model_command(model_dir, precision)
+    if corpus is not None and task != "embed":  # ranking a corpus is the embedding models' own
+        raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
+    check_inputs(input_file, corpus)
+    say_first(f"predict: the {task} model {model_dir} on {input_file} -> {output}")
+    from .console import console_session
+    from .inference import inference_precision
+    from .rundir import replacing_allowed
+
     # bertkit's bar over examples, not transformers' bars; --force reaches the task's output check
     with console_session(), inference_precision(precision), replacing_allowed(force):
         module = task_module(model_dir)
-        if corpus is not None:  # ranking a corpus is the embedding models' own (the other tasks have no passages)
-            if not hasattr(module, "predict_top_k"):
-                raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
+        if corpus is not None:
             count = module.predict_top_k(model_dir, input_file, output, corpus, batch_size=batch_size,
                                          **({} if top_k is None else {"top": top_k}))  # else its 10
         else:
@@ -317,13 +348,15 @@ def evaluate(
                                "input, a run's file or the data a run was made from)."),
 ):
     """Compute metrics of a fine-tuned model on a labelled file (mlm: held-out perplexity of a text file)."""
+    at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
+    task = check_model_command(model_dir, precision)
+    check_inputs(input_file)
+    say_first(f"evaluate: the {task} model {model_dir} on {input_file}")
     from .console import console_session, result_line
     from .inference import inference_precision
-
     from .report import record_evaluation
     from .rundir import replacing_allowed
 
-    at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
     with console_session(), inference_precision(precision), replacing_allowed(force):
         metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
         report = record_evaluation(model_dir, input_file, metrics)
@@ -347,6 +380,7 @@ def export_command(
     # help texts are rich markup: an unescaped "[onnx]" would be eaten as a style tag
     """Export for ONNX Runtime (pip install "bertkit\\[onnx]"): one folder with the graph, tokenizer and label map that
     predict / evaluate run; outputs checked against PyTorch; dev metrics of fp32 and int8 printed side by side."""
+    say_first(f"export: {run_dir} -> {output or str(run_dir).rstrip('/') + '-onnx'}")
     from .export import export_run
 
     summary = export_run(run_dir, output, fmt, quantize, force=force)
@@ -364,10 +398,12 @@ def inspect_command(
                                    "decides a label column that auto refuses as ambiguous."),
 ):
     """Labels, lengths in tokens, share over max_length, [UNK] rate, empty / duplicate rows, train/dev overlap."""
+    at_least(max_length, 8, "--max-length", "tokens per example, as data.max_length: e.g. --max-length 128")
+    check_inputs(train_file, dev)
+    say_first(f"inspect: {train_file} with the tokenizer of {model}")
     from .console import summary, warn
     from .inspection import coverage_table, inspect_data, label_rows
 
-    at_least(max_length, 8, "--max-length", "tokens per example, as data.max_length: e.g. --max-length 128")
     report = inspect_data(train_file, dev, model, max_length, label_kind=label_kind)
     summary(f"{train_file}: {report['rows']} rows", {
         **{f"column {k}": v for k, v in report["columns"].items() if v},
@@ -429,6 +465,8 @@ def diagnose_command(
 ):
     """The troubleshooting table as a command: training-curve symptoms with their evidence and the next command,
     and (classify) dev accuracy against chance and the examples the model gets confidently wrong."""
+    if not no_predict:  # the dev predictions load the model
+        say_first(f"diagnose: {run_dir}, its dev split run through the model")
     from .console import console_session
     from .diagnose import diagnose, report_lines
 
@@ -447,6 +485,7 @@ def audit_command(
 ):
     """Find training rows whose label is probably wrong (cleanlab on out-of-fold predictions: one model per fold,
     trained with the recipe's settings), and write them ranked, with the training file cleaned two ways."""
+    say_first(f"audit {recipe}: one model per fold on its training data")
     from .audit import audit, check_recipe, report_lines, split_overrides
     from .console import console_session
 
@@ -471,6 +510,7 @@ def report_command(
     """Rebuild RUN_DIR/report.html, one self-contained page: the answer, curves, the task's dev view, the diagnosis,
     the settings. With several run directories: one page comparing them (curves overlaid, metrics, differing
     predictions)."""
+    say_first(f"report: {', '.join(run_dirs)}")
     from .console import console_session
     from .report import check_reportable, write_comparison, write_report
 
@@ -511,8 +551,8 @@ def serve_command(
 
     limits = Limits(max_inputs, max_chars, max_queue, max_batch_tokens, max_wait_ms, timeout)
     if threads is not None:
-        if threads < 1:
-            raise BertkitError(f"--threads {threads}: must be at least 1")
+        at_least(threads, 1, "--threads", "threads the model runs on, e.g. --threads 2")
+    if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
@@ -544,10 +584,6 @@ def mine_command(
 ):
     """Mine hard negatives for each query of a pairs file from a corpus, with an embedding model and/or BM25,
     positives and near-positives skipped; writes a training file for `bertkit run embed` (or rerank)."""
-    from .console import console_session
-    from .rundir import replacing_allowed
-    from .tasks.embed import mine_file
-
     # numbers that cannot work, refused before a model or a file is read (sentence-transformers would refuse some
     # only after the model loaded, BM25 none: a negative --range-min or an empty window wrote a file of no negatives)
     at_least(num_negatives, 1, "--num-negatives", "negatives per query, e.g. --num-negatives 3")
@@ -563,6 +599,12 @@ def mine_command(
                            f"and BM25 alone gives no such score (its scores are on another scale) — add --model, or "
                            f"leave --margin out (--range-min skips BM25's top candidates)")
     at_least(batch_size, 1, "--batch-size", "texts per batch, e.g. --batch-size 64")
+    check_inputs(input_file, corpus)
+    say_first(f"mine: hard negatives for the queries of {input_file} -> {output}")
+    from .console import console_session
+    from .rundir import replacing_allowed
+    from .tasks.embed import mine_file
+
     with console_session(), replacing_allowed(force):
         count = mine_file(input_file, output, model, corpus, bm25, num_negatives, range_min, range_max,
                           batch_size=batch_size, **({} if margin is None else {"margin": margin}))  # else its 0.05

@@ -124,12 +124,20 @@ run_log = RunLog()
 atexit.register(run_log.close)
 
 
+# Library lines a person cannot act on: train.log keeps them, the console (but in verbose mode) does not show them.
+# transformers' table of the weights a load used, missed or re-initialised (bertkit says what matters of it in its own
+# words: checkpoints.load_pretrained, describe_loading), and Trainer's note that two checkpoints saved within a second
+# of each other are ordered by number.
+LOG_ONLY = (" LOAD REPORT", "mtime may not be reliable on this filesystem")
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes, which a log file shows as noise
+
+
 class _RunLogHandler(logging.Handler):
     """transformers' and Python's warnings (and transformers' info: Trainer's run header) into train.log."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            run_log.write(f"{record.levelname.lower()} [{record.name}] {record.getMessage()}")
+            run_log.write(f"{record.levelname.lower()} [{record.name}] {_ESCAPES.sub('', record.getMessage())}")
         except Exception:  # noqa: BLE001 - logging must never stop a run
             self.handleError(record)
 
@@ -143,6 +151,8 @@ class _ConsoleWarningHandler(logging.Handler):
         message = record.getMessage()
         if mode() == "verbose":
             console.file.write(message + "\n")
+            return
+        if any(line in message for line in LOG_ONLY):
             return
         console.print(f"[yellow]warning[/] [dim]({record.name})[/]: {escape(message)}", soft_wrap=True,
                       highlight=False)
@@ -244,7 +254,7 @@ class _DropLoadReport(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if " LOAD REPORT" not in str(record.msg):
             return True
-        run_log.write("load report: " + re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
+        run_log.write("load report: " + _ESCAPES.sub("", record.getMessage()))
         return False
 
 

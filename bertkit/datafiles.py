@@ -503,10 +503,7 @@ def read_table(path: str | os.PathLike, split: str = "train") -> datasets.Datase
     """A local file (.csv .tsv .json .jsonl .parquet .txt) or a Hub dataset name (`user/name`, `name:config`,
     `name@split`) as a `datasets.Dataset`, rows in file order. `split` only applies to Hub datasets."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        found = sorted(p.name for p in Path(path).iterdir() if p.suffix.lower() in SUPPORTED_EXTENSIONS)
-        hint = f" (it holds {listing(found, 6)})" if found else ""
-        raise BertkitError(f"{path} is a folder — pass one data file in it{hint}")
+    check_data_path(path)
     if os.path.isfile(path):
         reader = _READERS.get(Path(path).suffix.lower())
         if reader is None:
@@ -515,9 +512,19 @@ def read_table(path: str | os.PathLike, split: str = "train") -> datasets.Datase
                 f"{', '.join(SUPPORTED_EXTENSIONS)}"
             )
         return reader(path)
-    if looks_like_hub_name(path):
-        return _read_hub(path, split)
-    raise BertkitError(f"no such file: {path} — check the path")
+    return _read_hub(path, split)
+
+
+def check_data_path(path: str | os.PathLike) -> None:
+    """A folder, or a path that is neither a file nor a Hub dataset name, in one line: read_table's first check,
+    which predict and evaluate ask before they load a model."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        found = sorted(p.name for p in Path(path).iterdir() if p.suffix.lower() in SUPPORTED_EXTENSIONS)
+        hint = f" (it holds {listing(found, 6)})" if found else ""
+        raise BertkitError(f"{path} is a folder — pass one data file in it{hint}")
+    if not os.path.isfile(path) and not looks_like_hub_name(path):
+        raise BertkitError(f"no such file: {path} — check the path")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -654,7 +661,7 @@ __all__ = [
     "read_jsonl",
     "read_json",
     "SUPPORTED_EXTENSIONS",
-    "looks_like_hub_name",
+    "looks_like_hub_name", "check_data_path",
     "read_table",
     "TEXT_COLUMNS",
     "TEXT_PAIR_COLUMNS",

@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,11 @@ def cached_export(run_dir: str, int8: bool) -> Path:
         except (BertkitError, ValueError):  # a damaged cache entry is made again
             files = {}
     if "fp32" not in files or (int8 and "int8" not in files):
+        # the first start of a run under --engine auto / onnx: tens of seconds with nothing else to show (serve's
+        # console is quiet, and this is what the person waits for)
+        print(f"exporting {run_dir} to ONNX{' (and int8)' if int8 else ''} for ONNX Runtime, once: the graph is "
+              f"traced, checked against PyTorch and kept in {folder} (15-40 s on a small CPU; later starts reuse it)",
+              file=sys.stderr, flush=True)
         with inference_precision("fp32"):  # the graph is traced from the fp32 model, whatever the server runs at
             export_run(run_dir, str(folder), quantize="int8" if int8 else None, evaluate=False, force=True)
     return folder

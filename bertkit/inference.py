@@ -9,11 +9,10 @@ import numpy as np
 import torch
 
 from .checkpoints import LOAD_PRECISION
-from .errors import BertkitError
+from .checks import INFERENCE_PRECISIONS, check_inference_precision
 from .families import takes_token_types
 from .precision import resolve_precision
 
-INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 
 
 def run_batch(model, batch):
@@ -46,8 +45,7 @@ def inference_precision(precision: str):
     inside are readied for it (checkpoints.for_inference): bf16 casts them once, int8 quantizes their linear layers
     (dynamic, on CPU), and an ONNX export runs its int8 graph; autocast stays on around the calls (fp16's only
     mechanism, and for bf16 the fp32 losses and anything not loaded here)."""
-    if precision not in INFERENCE_PRECISIONS:
-        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
+    check_inference_precision(precision)
     token = LOAD_PRECISION.set(precision)
     try:
         if precision == "int8":
@@ -64,8 +62,7 @@ def inference_precision(precision: str):
 
 def resolved_precision(precision: str) -> tuple[str, str]:
     """What `precision` runs as on this device (fp32, bf16, fp16 or int8), and a sentence saying why."""
-    if precision not in INFERENCE_PRECISIONS:
-        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
+    check_inference_precision(precision)
     if precision == "int8":
         return "int8", "precision int8 (asked for)"
     flags, why = resolve_precision(precision)

@@ -66,8 +66,13 @@ def task_module(name: str) -> ModuleType:
 
 
 def module_for_model(model_dir: str) -> ModuleType:
-    """The task module that predicts / evaluates (and serves) the fine-tuned model in `model_dir`, by its saved
-    architecture (TASKS, the one table); a directory that holds no fine-tuned head is one line saying what to give."""
+    """The task module that predicts / evaluates (and serves) the fine-tuned model in `model_dir` (task_of_model)."""
+    return task_module(task_of_model(model_dir))
+
+
+def task_of_model(model_dir: str) -> str:
+    """The task of the fine-tuned model in `model_dir`, by its saved architecture (TASKS, the one table), read from
+    its files without importing the task; a directory that holds no fine-tuned head is one line saying what to give."""
     from pathlib import Path
 
     from bertkit.errors import BertkitError
@@ -79,7 +84,7 @@ def module_for_model(model_dir: str) -> ModuleType:
         raise BertkitError(f"{model_dir} holds no model (no config.json) — give the output_dir of a bertkit run")
     retrieval = sentence_transformers_kind(model_dir)
     if retrieval is not None:  # before the table: a reranker's architecture is a sequence classifier's
-        return task_module(retrieval)
+        return retrieval
     architecture = model_task(model_dir)
     task = task_of_architecture(architecture)
     if task is None:
@@ -87,7 +92,7 @@ def module_for_model(model_dir: str) -> ModuleType:
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
                            f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
                            f"{names[-1]}")
-    return task_module(task.name)
+    return task.name
 
 
 def sentence_transformers_kind(model_dir: str) -> str | None:
@@ -146,5 +151,5 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "module_for_model", "sentence_transformers_kind", "no_confidence_cut", "settings_dict",
-           "read_settings"]
+           "task_module", "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
+           "settings_dict", "read_settings"]

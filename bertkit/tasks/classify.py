@@ -34,6 +34,7 @@ from pydantic import Field
 
 from bertkit import calibration, tasks
 from bertkit.checkpoints import load_finetuned, load_tokenizer
+from bertkit.checks import check_min_confidence
 from bertkit.console import ExamplesProgress, warn
 from bertkit.datafiles import ColumnMap
 from bertkit.errors import BertkitError
@@ -386,16 +387,6 @@ def describe_prediction(probs_row: np.ndarray, label_space: LabelSpace, threshol
     best = int(np.argmax(probs_row))
     return {"label": None if abstained else label_space.names[best], "score": round(float(probs_row[best]), 6),
             **abstention, "probabilities": named}
-
-
-def check_min_confidence(value: float | None, kind: str, where: str = "--min-confidence") -> None:
-    """A confidence cut is a probability strictly between 0 and 1, and needs a classifier."""
-    if value is None:
-        return
-    if not 0 < value < 1:
-        raise BertkitError(f"{where}={value:g} is not a confidence: give a probability between 0 and 1, e.g. 0.7")
-    if kind == "regression":
-        raise BertkitError(f"{where}: a regression model has no confidence to abstain on — leave {where} out")
 
 
 def class_weights(spec: str | dict | None, counts: np.ndarray | None, rows: int,
