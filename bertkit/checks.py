@@ -111,25 +111,6 @@ def check_model(name: str, key: str = "model") -> None:
         raise ConfigValueError(key, f"config key '{key}': {error}") from None
 
 
-INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
-
-
-def check_inference_precision(precision: str) -> None:
-    """--precision of predict / evaluate / serve: one of INFERENCE_PRECISIONS (bertkit/inference.py runs them)."""
-    if precision not in INFERENCE_PRECISIONS:
-        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
-
-
-def check_min_confidence(value: float | None, kind: str, where: str = "--min-confidence") -> None:
-    """A confidence cut is a probability strictly between 0 and 1, and needs a classifier."""
-    if value is None:
-        return
-    if not 0 < value < 1:
-        raise BertkitError(f"{where}={value:g} is not a confidence: give a probability between 0 and 1, e.g. 0.7")
-    if kind == "regression":
-        raise BertkitError(f"{where}: a regression model has no confidence to abstain on — leave {where} out")
-
-
 def check_data_file(path: str | None, key: str, hub: bool = True) -> None:
     """A data file that does not exist; with `hub`, a name that looks like a Hub dataset passes (it loads later)."""
     if path is None or os.path.isfile(path):
@@ -328,8 +309,7 @@ def check_recipe(cfg, has_eval: bool, hub_data: bool = True, model: bool = True)
 
 
 __all__ = [
-    "MIN_MAX_LENGTH", "Seed", "MaxLength", "require", "at_key", "INFERENCE_PRECISIONS", "check_inference_precision",
-    "check_min_confidence", "check_search", "check_seed_band",
+    "MIN_MAX_LENGTH", "Seed", "MaxLength", "require", "at_key", "check_search", "check_seed_band",
     "check_repeated_training", "check_probability", "check_model", "check_data_file", "check_resume",
     "check_precision_keys", "check_train_numbers", "check_evaluation", "check_early_stopping",
     "check_best_model", "sets_trainer_arguments", "check_trainer_settings", "check_training_arguments",

@@ -121,12 +121,21 @@ def check_run_start(recipe: str, cfg) -> None:
         check_start(cfg.run.output_dir, recipe, config_to_dict(cfg), cfg.run.overwrite, cfg.run.resume)
 
 
+def check_training_data(cfg) -> None:
+    """A run needs data.train: refused before the model stack loads, with the key's own help (the files it takes)."""
+    from .config import describe_config
+
+    if hasattr(getattr(cfg, "data", None), "train") and not cfg.data.train:
+        help_line = next((field.help for field in describe_config(type(cfg)) if field.key == "data.train"), "")
+        raise BertkitError(f"no training data — set data.train=<file>{f' ({help_line})' if help_line else ''}")
+
+
 def first_line(recipe: str, cfg) -> str:
     """What `bertkit run` is about to do, said before the seconds of importing torch and transformers."""
     model = getattr(cfg, "model", None) or f"teacher {getattr(cfg, 'teacher', None)}"
     data = getattr(cfg.data, "train", None)
     on = f" on {data}" if data else ""
-    return f"{recipe}: {model}{on} -> {cfg.run.output_dir} (loading PyTorch and transformers)"
+    return f"{recipe}: {model}{on} -> {cfg.run.output_dir}"
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -140,18 +149,18 @@ def run(
 ):
     """Run a recipe: its defaults, then the YAML config, then key=value overrides. The full log goes to
     OUTPUT_DIR/train.log."""
-    from .console import console_session, is_main_process, log_failure
+    from .console import console_session, log_failure
+    from .distributed import check_launcher, end_process_group
 
     if verbose and quiet:
         raise BertkitError("--verbose and --quiet contradict each other — give one of them")
+    check_launcher()  # accelerate launch's MULTI_CPU without mpirun: one unranked process per machine
     cfg = load_config_of(recipe, config, overrides)
     name = Path(recipe).stem
+    check_training_data(cfg)
     check_run_start(name, cfg)
-    if not quiet and is_main_process():
-        typer.echo(first_line(name, cfg), err=True)
-    from .distributed import check_launcher, end_process_group
-
-    check_launcher()  # accelerate launch's MULTI_CPU without mpirun: one unranked process per machine
+    if not quiet:
+        say_first(first_line(name, cfg))
     module = load_recipe(recipe)
     keep_freed_memory()  # this process is ours: reuse freed memory instead of page-faulting it back every step
     with console_session("verbose" if verbose else "quiet" if quiet else "normal"):
@@ -251,7 +260,7 @@ def at_least(value: int, minimum: int, option: str, meaning: str) -> None:
 def check_model_command(model_dir: str, precision: str) -> str:
     """What predict / evaluate refuse before they load anything: a precision that does not exist, a directory that
     holds no fine-tuned model. Returns the model's task."""
-    from .checks import check_inference_precision
+    from .precision import check_inference_precision
     from .tasks import task_of_model
 
     check_inference_precision(precision)
@@ -268,10 +277,12 @@ def check_inputs(*paths: Optional[str]) -> None:
 
 
 def say_first(line: str) -> None:
-    """A command's first line, said before it imports torch and transformers (seconds): what it is about to do."""
+    """A command's first line on a terminal, said before it imports torch and transformers (seconds): what it is about
+    to do, so that a person is never left without a word. Piped or captured output (a script, a log) gets the result
+    alone, and a refusal stays one line."""
     from .console import is_main_process
 
-    if is_main_process():
+    if is_main_process() and sys.stderr.isatty():
         typer.echo(f"{line} (loading PyTorch and transformers)", err=True)
 
 
@@ -309,7 +320,7 @@ def predict(
     spans (ner), answers (qa), the chosen option (choice), for each [MASK] of a text line, the likeliest tokens
     (mlm), or vectors (embed: .jsonl or .npy; with --corpus the top-k passages per query) — the model directory says
     which."""
-    from .checks import check_min_confidence
+    from .tasks import check_min_confidence
 
     check_min_confidence(min_confidence, "single")  # a probability in (0, 1), before any model is loaded
     at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")

@@ -29,12 +29,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-
-import torch
-import transformers
+from typing import TYPE_CHECKING
 
 from .console import say
 from .errors import BertkitError, ConfigValueError
+from .training_arguments import training_fields
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported by the functions that run in a launched run: the config checks here and check_launcher run before
+# `bertkit run` imports the model stack
 
 # fsdp_config keys transformers 5.x reads for FSDP2 (version 2, its default); the "fsdp_" prefix is accepted too.
 FSDP2_KEYS = {"version", "transformer_layer_cls_to_wrap", "auto_wrap_policy", "min_num_params", "cpu_offload",
@@ -140,7 +145,7 @@ def _auto_keys(config, prefix: str = "") -> list[str]:
 def deepspeed_values(config: dict, train: dict, flags: dict, world: int) -> dict:
     """The values transformers fills into DeepSpeed's `auto` keys from the recipe (batch sizes, clipping,
     precision), as it will at run time; `world` processes."""
-    defaults = transformers.TrainingArguments.__dataclass_fields__
+    defaults = training_fields()
     micro = train.get("per_device_train_batch_size", defaults["per_device_train_batch_size"].default)
     accumulation = train.get("gradient_accumulation_steps", defaults["gradient_accumulation_steps"].default)
     return {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": accumulation,
@@ -216,6 +221,8 @@ def check_distributed_config(train: dict, precision: str) -> None:
 
 def check_launch(train: dict, cuda: bool | None = None) -> None:
     """Before TrainingArguments is built: each engine asked for can run here, or one line saying why not."""
+    import torch
+
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if train.get("fsdp"):
         if not launched():
@@ -257,6 +264,8 @@ def engine_arguments(train: dict, cuda: bool | None = None) -> dict:
     """TrainingArguments keywords beside train: for the engine asked for. DeepSpeed on CPU: accelerate starts
     DeepSpeed with no backend there and counts one process, so the process state is set up here (gloo, DeepSpeed)
     and handed over with `use_configured_state`."""
+    import torch
+
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if not train.get("deepspeed") or cuda or not launched():
         return {}
@@ -315,23 +324,6 @@ def deepspeed_line(model: torch.nn.Module, args) -> str:
             f"of {full / 2**20:.2f} MiB of parameters")
 
 
-class ShardingCheck(transformers.TrainerCallback):
-    """At the start of training under train.fsdp: the sharding said (rank 0 prints; train.log has it), and the run
-    refused if the model's parameters were not sharded (an engine that fell back to DDP). Under train.deepspeed:
-    the ZeRO stage, the accelerator and rank 0's parameter bytes."""
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if args.deepspeed and model is not None:
-            say(deepspeed_line(model, args))
-        if not args.fsdp or model is None:
-            return
-        found = sharding(model)
-        if not found["units"]:
-            raise BertkitError("train.fsdp is set but the model was not sharded (no FSDP unit: the engine fell back "
-                               "to DDP) — run on CUDA GPUs under torchrun, or drop train.fsdp")
-        say(sharding_line(model, args.process_index, args.world_size))
-
-
 def end_process_group() -> None:
     """End a finished distributed run's process: the process group torn down, the streams flushed, then out without
     the interpreter's teardown. Left to that teardown, a C++ thread of the CPU communication backend could be
@@ -355,4 +347,4 @@ def end_process_group() -> None:
 
 __all__ = ["launched", "world_size", "check_launcher", "check_fsdp_config", "check_deepspeed_config",
            "deepspeed_values", "check_distributed_config", "check_launch", "engine_arguments", "sharding",
-           "sharding_line", "deepspeed_line", "ShardingCheck", "end_process_group"]
+           "sharding_line", "deepspeed_line", "end_process_group"]

@@ -39,7 +39,8 @@ from .inference import inference_precision, run_batch
 ENGINES = ("auto", "torch", "onnx")
 TIMED_LENGTH = 32  # tokens of the one-input call timed at start: about one sentence
 TIMED_BATCH = (16, 64)  # rows and longest row of the batch timed at start (rows of random lengths up to it)
-CACHE_VERSION = "3"  # bump when the export's graph changes, so that old cached graphs are not reused
+# bump when the export's graph changes, so that old cached graphs are not reused (4: 7-bit int8 weights without VNNI)
+CACHE_VERSION = "4"
 # PyTorch is chosen for a kind of call only when it times this much faster than ONNX Runtime at start. The start-up
 # timing runs alone; a serving process shares its cores with the HTTP side, and there PyTorch's many small
 # multi-threaded ops lose more than ONNX Runtime's one call (AMD EPYC, 2 cores, MiniLM, bench_http.py: int8 batches

@@ -9,9 +9,8 @@ import numpy as np
 import torch
 
 from .checkpoints import LOAD_PRECISION
-from .checks import INFERENCE_PRECISIONS, check_inference_precision
 from .families import takes_token_types
-from .precision import resolve_precision
+from .precision import INFERENCE_PRECISIONS, check_inference_precision, resolve_precision
 
 
 

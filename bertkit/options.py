@@ -126,20 +126,6 @@ class ColumnOptions:
     """Column holding the label (auto-detected: label, labels, score, 标签, ...)."""
 
 
-@dataclass
-class RetrievalColumns:
-    """The `data.*_column=` keys of a retrieval recipe (embed, rerank); null = detected by name."""
-
-    query_column: str | None = None
-    """Column holding the query / first sentence (auto-detected: query, question, anchor, sentence1, 问题, ...)."""
-    positive_column: str | None = None
-    """Column holding the positive passage(s) / second sentence (auto: positive, pos, passage, sentence2, ...)."""
-    negative_column: str | None = None
-    """Column holding negative passage(s) (auto: negative, neg, negative_1..N, 负例, ...); optional."""
-    score_column: str | None = None
-    """Column holding a similarity score / label; present = scored pairs (auto: score, label, similarity, 分数)."""
-
-
 def pretrained_model():
     """The `model:` field of a recipe that fine-tunes a pretrained BERT (its help line is the field's metadata)."""
     return field(default=DEFAULT_MODEL, metadata={
@@ -153,5 +139,5 @@ def training_defaults(learning_rate: float = 5e-5, epochs: int = 3, batch_size: 
             "per_device_eval_batch_size": eval_batch_size, "warmup_steps": 0.1, "weight_decay": 0.01}
 
 
-__all__ = ["RunOptions", "SearchOptions", "FineTuning", "LoraOptions", "ColumnOptions", "RetrievalColumns",
-           "pretrained_model", "training_defaults"]
+__all__ = ["RunOptions", "SearchOptions", "FineTuning", "LoraOptions", "ColumnOptions", "pretrained_model",
+           "training_defaults"]

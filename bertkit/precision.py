@@ -3,18 +3,32 @@ there is, as TrainingArguments flags and a sentence saying what was chosen and w
 
 from __future__ import annotations
 
-import torch
-
 from .errors import BertkitError
+
+# torch is imported by the functions that ask the hardware: the names are checked before a command loads anything
+
+INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
+
+
+def check_inference_precision(precision: str) -> None:
+    """--precision of predict / evaluate / serve: one of INFERENCE_PRECISIONS (bertkit/inference.py runs them)."""
+    if precision not in INFERENCE_PRECISIONS:
+        raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
+
+
 
 
 def cpu_supports_bf16() -> bool:
     """True on CPUs with native bf16 matmul (AVX-512 BF16 / AMX), where bf16 autocast pays."""
+    import torch
+
     return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
 def resolve_precision(precision: str, cuda: bool | None = None) -> tuple[dict, str]:
     """TrainingArguments flags for `precision` (auto | fp32 | fp16 | bf16), and a sentence saying what and why."""
+    import torch
+
     cuda = torch.cuda.is_available() if cuda is None else cuda
     cuda_bf16 = cuda and torch.cuda.is_bf16_supported()
     if precision == "auto":
@@ -45,4 +59,4 @@ def _precision_flags(precision: str, cuda: bool, cuda_bf16: bool) -> dict:
     raise BertkitError(f"precision must be auto, fp32, fp16 or bf16, got {precision!r}")
 
 
-__all__ = ["resolve_precision", "cpu_supports_bf16"]
+__all__ = ["INFERENCE_PRECISIONS", "check_inference_precision", "resolve_precision", "cpu_supports_bf16"]

@@ -890,8 +890,9 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
     (limits or Limits()).check()  # before the port and the model: a limit that cannot work is said first
     check_engine(engine)  # said before the port; None stays None: BERTKIT_ENGINE is a default, not --engine
     sock = listening_socket(host, port)
-    print(f"serve: loading {run_dir} (PyTorch and transformers first: seconds) to serve it on http://{host}:{port}",
-          file=sys.stderr, flush=True)
+    if sys.stderr.isatty():  # a person waiting at a terminal; a log or a script gets the serving line alone
+        print(f"serve: loading {run_dir} (PyTorch and transformers first: seconds) to serve it on "
+              f"http://{host}:{port}", file=sys.stderr, flush=True)
     try:
         app = create_app(run_dir, precision, limits, engine)
         speed.freeze_loaded_objects()  # the collector's full passes skip the model and libraries: no 265 ms stalls

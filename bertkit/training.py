@@ -32,7 +32,7 @@ from . import rundir
 from .checkpoints import pickled_state_refused
 from .config import config_to_dict
 from .console import is_main_process, mode, run_log, run_summary, say
-from .distributed import ShardingCheck, check_launch, engine_arguments
+from .distributed import check_launch, deepspeed_line, engine_arguments, sharding, sharding_line
 from .errors import BertkitError
 from .families import check_fp16, family_of, position_limit
 from .hub import push_finished_run
@@ -316,6 +316,23 @@ class LossGuard(transformers.TrainerCallback):
         raise BertkitError(problem)
 
 
+
+
+class ShardingCheck(transformers.TrainerCallback):
+    """At the start of training under train.fsdp: the sharding said (rank 0 prints; train.log has it), and the run
+    refused if the model's parameters were not sharded (an engine that fell back to DDP). Under train.deepspeed:
+    the ZeRO stage, the accelerator and rank 0's parameter bytes."""
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if args.deepspeed and model is not None:
+            say(deepspeed_line(model, args))
+        if not args.fsdp or model is None:
+            return
+        found = sharding(model)
+        if not found["units"]:
+            raise BertkitError("train.fsdp is set but the model was not sharded (no FSDP unit: the engine fell back "
+                               "to DDP) — run on CUDA GPUs under torchrun, or drop train.fsdp")
+        say(sharding_line(model, args.process_index, args.world_size))
 
 
 def start_run(cfg, recipe: str) -> "Run":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datasets
 
 from bertkit import BertkitForMultipleChoice, checkpoints, training
-from bertkit.recipe_configs.choice import Config
+from bertkit.recipe_configs.choice_config import Config
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds

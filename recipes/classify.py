@@ -28,7 +28,7 @@ import transformers
 
 from bertkit import (BertkitForSequenceClassification, calibration, checkpoints, families, inspection, losses,
                      tasks, training)
-from bertkit.recipe_configs.classify import Config
+from bertkit.recipe_configs.classify_config import Config
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
 from bertkit.labels import LabelSpace

@@ -23,7 +23,7 @@ import torch
 import transformers
 
 from bertkit import BertkitForSequenceClassification, checkpoints, distill, families, tasks, training
-from bertkit.recipe_configs.distill import Config
+from bertkit.recipe_configs.distill_config import Config
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
 from bertkit.labels import LabelSpace

@@ -38,7 +38,7 @@ from sentence_transformers.sentence_transformer.losses import (CachedMultipleNeg
                                                                MatryoshkaLoss, MultipleNegativesRankingLoss)
 
 from bertkit import checkpoints, training
-from bertkit.recipe_configs.embed import Config
+from bertkit.recipe_configs.embed_config import Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd

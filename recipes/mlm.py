@@ -32,7 +32,7 @@ import datasets
 import transformers
 
 from bertkit import checkpoints, training
-from bertkit.recipe_configs.mlm import Config
+from bertkit.recipe_configs.mlm_config import Config
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.tasks import mlm as task

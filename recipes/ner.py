@@ -16,7 +16,7 @@ import datasets
 import transformers
 
 from bertkit import BertkitForTokenClassification, checkpoints, families, inspection, tasks, training
-from bertkit.recipe_configs.ner import Config, check_stride
+from bertkit.recipe_configs.ner_config import Config, check_stride
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds

@@ -18,7 +18,7 @@ import datasets
 import transformers
 
 from bertkit import BertkitForQuestionAnswering, checkpoints, training
-from bertkit.recipe_configs.qa import Config
+from bertkit.recipe_configs.qa_config import Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds

@@ -27,7 +27,7 @@ from sentence_transformers.cross_encoder.evaluation import CrossEncoderReranking
 from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, ListNetLoss
 
 from bertkit import BertkitForSequenceClassification, checkpoints, families, tasks, training
-from bertkit.recipe_configs.rerank import DataConfig, EvalConfig, Config
+from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd

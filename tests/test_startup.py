@@ -91,8 +91,8 @@ def test_every_lazy_import_in_the_package_names_what_exists():
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
-    """A folder to run in, holding an empty runs/ folder and a fine-tuned model's config.json (no weights: every
-    command here must refuse or answer before it would load them)."""
+    """A folder to run in, holding an empty runs/ folder, a fine-tuned model's config.json (no weights: every
+    command here must refuse or answer before it would load them) and an output_dir that a run may not take."""
     folder = tmp_path_factory.mktemp("startup")
     (folder / "runs").mkdir()
     model = folder / "model"
@@ -100,6 +100,7 @@ def places(tmp_path_factory):
     (model / "config.json").write_text(json.dumps({"model_type": "bert", "architectures":
                                                    ["BertForSequenceClassification"]}), encoding="utf-8")
     (folder / "dev.csv").write_text("text,label\ngood,pos\n", encoding="utf-8")
+    (folder / "taken" / "checkpoint-5").mkdir(parents=True)  # an output_dir holding checkpoints bertkit did not write
     # the TrainingArguments fields are read from transformers once per installed version (cached afterwards)
     assert python("from bertkit.training_arguments import training_fields; training_fields()").returncode == 0
     return folder
@@ -118,6 +119,8 @@ CHEAP = [
     (["run", "classify", "data.trian=x.csv"], 2, "did you mean 'data.train'"),
     (["run", "classify", "data.max_length=1"], 2, "data.max_length"),
     (["run", "classify", "model=./no/such/model"], 2, "does not exist"),
+    (["run", "mlm"], 2, "no training data"),
+    (["run", "classify", "data.train=dev.csv", "output_dir=taken"], 2, "overwrite=true"),
     (["validate", "classify", "train.num_train_epochs=0"], 2, "train.num_train_epochs"),
     (["validate", "ner", "train.lerning_rate=1"], 2, "did you mean 'train.learning_rate'"),
     (["predict", "no_such_run", "x.csv"], 2, "does not exist"),
@@ -180,8 +183,11 @@ def test_import_bertkit_imports_no_model_stack_and_keeps_the_library_contract(tm
 
 
 def first_line_and_torch(args: list[str], cwd: Path) -> tuple[list[str], int]:
-    """stderr's lines of a command whose first import of torch writes a marker line: (lines, index of the marker)."""
-    result = python(f"""
+    """The lines a person sees on a terminal (stderr is a pseudo-terminal) from a command whose first import of torch
+    writes a marker line: (lines, index of the marker)."""
+    import pty
+
+    code = textwrap.dedent(f"""
         import importlib.abc, sys
         class Marker(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path, target=None):
@@ -195,8 +201,23 @@ def first_line_and_torch(args: list[str], cwd: Path) -> tuple[list[str], int]:
             main()
         except SystemExit:
             pass
-    """, cwd=cwd)
-    lines = result.stderr.splitlines()
+    """)
+    terminal, stderr = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=stderr, cwd=cwd,
+                               env=ENV)
+    os.close(stderr)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # EIO: the command has ended and closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    process.wait(timeout=300)
+    os.close(terminal)
+    lines = seen.decode("utf-8", "replace").replace("\r\n", "\n").splitlines()
     return lines, lines.index("<torch is imported here>") if "<torch is imported here>" in lines else -1
 
 
@@ -212,6 +233,18 @@ def test_predict_says_what_it_does_before_it_imports_torch(places):
     lines, torch_at = first_line_and_torch(["predict", "model", "dev.csv", "-o", "out.jsonl"], places)
     assert torch_at >= 1, lines
     assert lines[0] == "predict: the classify model model on dev.csv -> out.jsonl (loading PyTorch and transformers)"
+
+
+def test_piped_output_gets_no_first_line_and_a_refusal_stays_one_line(places):
+    """The first line is for a person at a terminal: a script or a log reading the output gets the error alone."""
+    result = python("""
+        import sys
+        sys.argv = ["bertkit", "predict", "model", "dev.csv", "-o", "out.jsonl"]
+        from bertkit.cli import main
+        main()
+    """, cwd=places)
+    assert result.returncode == 2 and result.stderr.startswith("error: "), result.stderr
+    assert result.stderr.strip().count("\n") == 0, result.stderr
 
 
 # ------------------------------------------------------------------------------ library lines a person cannot act on

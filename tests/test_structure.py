@@ -18,6 +18,7 @@ TASK_NAMES = sorted({task.name for task in tasks.TASKS})
 LAYERS = {
     # 1 the model: configuration, modeling, padding and the speed switch; torch and transformers only
     "bertkit": 1,  # the package root registers the model classes with transformers' Auto classes
+    "bertkit.cache": 1,
     "bertkit.errors": 1, "bertkit.shipped": 1, "bertkit.configuration_bert": 1, "bertkit.modeling_bert": 1,
     "bertkit.modeling_document": 1, "bertkit.losses": 1, "bertkit.padding": 1, "bertkit.speed": 1,
     "bertkit.families": 1,  # which implementation runs a checkpoint: bertkit's BERT or transformers' AutoModelFor<Task>
@@ -25,6 +26,7 @@ LAYERS = {
     "bertkit.tokenization": 2, "bertkit.datafiles": 2, "bertkit.labels": 2, "bertkit.splits": 2, "bertkit.metrics": 2,
     "bertkit.console": 2, "bertkit.precision": 2, "bertkit.checkpoints": 2, "bertkit.rundir": 2,
     "bertkit.inference": 2, "bertkit.onnx_model": 2, "bertkit.config": 2, "bertkit.llrd": 2,
+    "bertkit.training_arguments": 2,  # TrainingArguments' fields without importing transformers (config checks them)
     # 3 tasks: classify, ner, qa, choice, mlm, each the same interface
     "bertkit.tasks": 3,
     # 4 the Trainer wiring and the tools
@@ -33,6 +35,8 @@ LAYERS = {
     "bertkit.diagnose": 4, "bertkit.report": 4, "bertkit.serve": 4, "bertkit.audit": 4,
     "bertkit.engine": 4,  # serve's choice of PyTorch or ONNX Runtime (it exports through bertkit.export)
     "bertkit.distributed": 4,  # fsdp / deepspeed: checked before training, verified in the run
+    "bertkit.recipe_configs": 4,  # each recipe's Config, apart from the recipe so that the CLI checks it cheaply
+    "bertkit.training_display": 4,  # the live line of a training run (a Trainer callback)
     # 5 the CLI
     "bertkit.cli": 5, "bertkit.__main__": 5,
 }

@@ -1,4 +1,4 @@
-"""Each shipped recipe's config, one module per recipe: `bertkit.recipe_configs.<recipe>` holds its `Config`
+"""Each shipped recipe's config, one module per recipe: `bertkit.recipe_configs.<recipe>_config` holds its `Config`
 dataclass (and the dataclasses of its sections), with every key's type, default and help.
 
 They live apart from the recipes (recipes/<name>.py, which import them) so that what needs only a config - `bertkit
@@ -18,7 +18,7 @@ from bertkit.shipped import recipe_names, recipe_path
 
 def config_class(recipe: str) -> type:
     """The Config dataclass of a shipped recipe by name, without importing the recipe."""
-    return importlib.import_module(f"{__name__}.{recipe}").Config
+    return importlib.import_module(f"{__name__}.{recipe}_config").Config
 
 
 def is_shipped_recipe(recipe: str) -> bool:

@@ -130,6 +130,18 @@ def no_confidence_cut(min_confidence: float | None, task: str) -> None:
                            "--min-confidence out")
 
 
+def check_min_confidence(value: float | None, kind: str, where: str = "--min-confidence") -> None:
+    """A confidence cut is a probability strictly between 0 and 1, and needs a classifier."""
+    from bertkit.errors import BertkitError
+
+    if value is None:
+        return
+    if not 0 < value < 1:
+        raise BertkitError(f"{where}={value:g} is not a confidence: give a probability between 0 and 1, e.g. 0.7")
+    if kind == "regression":
+        raise BertkitError(f"{where}: a regression model has no confidence to abstain on — leave {where} out")
+
+
 def settings_dict(settings: Any) -> dict:
     """A task's Settings as the plain dict saved under SETTINGS_KEY in config.json."""
     return dataclasses.asdict(settings)
@@ -150,6 +162,6 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     return settings
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft",
-           "task_module", "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
-           "settings_dict", "read_settings"]
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft", "task_module",
+           "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
+           "check_min_confidence", "settings_dict", "read_settings"]

@@ -33,8 +33,8 @@ import transformers
 from pydantic import Field
 
 from bertkit import calibration, tasks
+from bertkit.tasks import check_min_confidence
 from bertkit.checkpoints import load_finetuned, load_tokenizer
-from bertkit.checks import check_min_confidence
 from bertkit.console import ExamplesProgress, warn
 from bertkit.datafiles import ColumnMap
 from bertkit.errors import BertkitError

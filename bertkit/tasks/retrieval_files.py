@@ -37,7 +37,6 @@ import numpy as np
 
 from ..datafiles import clip, listing, read_table, row_location, value_kind
 from ..errors import BertkitError
-from ..options import RetrievalColumns
 
 # Case-insensitive, in priority order: the first name in a list that a file has wins.
 QUERY_COLUMNS = ("query", "question", "anchor", "q", "sentence1", "text", "text_a", "sentence_a", "premise",
@@ -56,6 +55,20 @@ METRIC_NAMES = ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100")
 
 # ----------------------------------------------------------------------------------------------------------------
 # Reading: rows of (query, positives, negatives) or scored pairs, columns detected or given
+
+
+@dataclass
+class RetrievalColumns:
+    """The `data.*_column=` keys of a retrieval recipe (embed, rerank); null = detected by name."""
+
+    query_column: str | None = None
+    """Column holding the query / first sentence (auto-detected: query, question, anchor, sentence1, 问题, ...)."""
+    positive_column: str | None = None
+    """Column holding the positive passage(s) / second sentence (auto: positive, pos, passage, sentence2, ...)."""
+    negative_column: str | None = None
+    """Column holding negative passage(s) (auto: negative, neg, negative_1..N, 负例, ...); optional."""
+    score_column: str | None = None
+    """Column holding a similarity score / label; present = scored pairs (auto: score, label, similarity, 分数)."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from tokenizers import AddedToken
 
 from bertkit.console import say
 from bertkit.errors import BertkitError
-from bertkit.recipe_configs.mlm import SCRATCH_PREFIX, SCRATCH_SIZES, scratch_size
+from bertkit.shipped import SCRATCH_PREFIX, SCRATCH_SIZES, scratch_size
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4 in a from-scratch vocabulary
 

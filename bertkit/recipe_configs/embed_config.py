@@ -12,7 +12,7 @@ from pydantic import Field
 from bertkit import checks, options
 from bertkit.config import INLINE
 from bertkit.errors import BertkitError, ConfigValueError
-from bertkit.options import RetrievalColumns
+from bertkit.tasks.retrieval_files import RetrievalColumns
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pydantic import Field
 from bertkit import checks, options, tasks
 from bertkit.config import INLINE
 from bertkit.errors import BertkitError, ConfigValueError
-from bertkit.options import RetrievalColumns
+from bertkit.tasks.retrieval_files import RetrievalColumns
 
 
 @dataclass

@@ -10,27 +10,7 @@ from typing import Literal
 from bertkit import checks, options
 from bertkit.config import INLINE
 from bertkit.errors import BertkitError
-from bertkit.shipped import DEFAULT_MODEL
-
-
-# model=scratch:<size>: a new BERT of one of these sizes, with a WordPiece vocabulary trained on the corpus
-SCRATCH_SIZES = {
-    "tiny": {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512},
-    "mini": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
-    "small": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "intermediate_size": 2048},
-    "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
-}
-SCRATCH_PREFIX = "scratch:"
-
-
-def scratch_size(model: str) -> str | None:
-    """`scratch:tiny` -> "tiny"; None for a checkpoint name. An unknown size is an error naming the sizes."""
-    if not model.startswith(SCRATCH_PREFIX):
-        return None
-    size = model[len(SCRATCH_PREFIX):]
-    if size not in SCRATCH_SIZES:
-        raise BertkitError(f"model={model}: unknown size '{size}' — use scratch:{' | scratch:'.join(SCRATCH_SIZES)}")
-    return size
+from bertkit.shipped import DEFAULT_MODEL, scratch_size
 
 
 @dataclass
