@@ -6,6 +6,10 @@ min / median / max over the repeats. Targets: `--help`, `COMMAND --help` and `ls
 `validate` and the refusals in at most 1.0 s. Standard library only: it imports neither torch nor bertkit.
 
     python benchmarks/bench_startup.py [--repeats 3] [--bertkit PATH] [--json PATH]
+    git worktree add /tmp/before <commit>; python benchmarks/bench_startup.py --before /tmp/before --results startup
+
+With --before, every command also runs on that checkout's code (the same console script with PYTHONPATH set to it),
+interleaved with the current code's runs; --results NAME writes benchmarks/results/NAME.json for tables.py.
 """
 
 from __future__ import annotations
@@ -67,11 +71,11 @@ def script_python(script: Path) -> str:
     return interpreter if interpreter and Path(interpreter).exists() else sys.executable
 
 
-def run_once(argv: list[str], cwd: str) -> tuple[float, int, str]:
-    """Run argv from cwd with the benchmark environment: (wall seconds, exit code, stderr)."""
+def run_once(argv: list[str], cwd: str, env: dict | None = None) -> tuple[float, int, str]:
+    """Run argv from cwd with the benchmark environment (and `env`): (wall seconds, exit code, stderr)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=300)
+    done = subprocess.run(argv, cwd=cwd, env={**os.environ, **ENV, **(env or {})}, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=300)
     return time.perf_counter() - start, done.returncode, done.stderr
 
 
@@ -84,12 +88,15 @@ def heavy_imports(stderr: str) -> list[str]:
     return [name for name in HEAVY if name in seen]
 
 
-def measure(bertkit: Path, repeats: int, cwd: str) -> list[dict]:
-    """Time every row `repeats` times, interleaved, then once more under -X importtime; one result dict per row."""
+def measure(bertkit: Path, repeats: int, cwd: str, before: Path | None = None) -> list[dict]:
+    """Time every row `repeats` times, interleaved (with `before`, the old code's row right after the current one's),
+    then once more under -X importtime; one result dict per row and code."""
     python = script_python(bertkit)
-    rows = [{"command": f"bertkit {label}", "args": args, "expected": code, "target": target, "program": [str(bertkit)],
-             "importtime": [python, "-X", "importtime", str(bertkit)]} for label, args, code, target in COMMANDS]
-    rows += [{"command": label, "args": args, "expected": 0, "target": None, "program": [python],
+    variants = [("", {})] + ([(" (before)", {"PYTHONPATH": str(before)})] if before else [])
+    rows = [{"command": f"bertkit {label}{name}", "args": args, "expected": code, "target": target, "env": env,
+             "program": [str(bertkit)], "importtime": [python, "-X", "importtime", str(bertkit)]}
+            for label, args, code, target in COMMANDS for name, env in variants]
+    rows += [{"command": label, "args": args, "expected": 0, "target": None, "program": [python], "env": {},
               "importtime": [python, "-X", "importtime"]} for label, args in REFERENCES]
     for row in rows:
         row.update(seconds=[], exit_codes=[], note="")
@@ -103,7 +110,7 @@ def measure(bertkit: Path, repeats: int, cwd: str) -> list[dict]:
         for row in rows:
             if row["note"]:
                 continue
-            seconds, code, stderr = run_once(row["program"] + argv_of(row), cwd)
+            seconds, code, stderr = run_once(row["program"] + argv_of(row), cwd, row["env"])
             if code == 2 and "No such command" in stderr and row["expected"] == 0:
                 row["note"] = f"skipped: `{row['command']}` does not exist yet"
                 continue
@@ -114,7 +121,7 @@ def measure(bertkit: Path, repeats: int, cwd: str) -> list[dict]:
         print(f"repeat {repeat + 1}/{repeats} done", file=sys.stderr, flush=True)
     for row in rows:
         if not row["note"]:
-            row["heavy"] = heavy_imports(run_once(row["importtime"] + argv_of(row), cwd)[2])
+            row["heavy"] = heavy_imports(run_once(row["importtime"] + argv_of(row), cwd, row["env"])[2])
     return rows
 
 
@@ -154,6 +161,8 @@ def main() -> None:
     parser.add_argument("--bertkit", type=Path, default=Path(sys.executable).parent / "bertkit",
                         help="the console script to time (default: the bertkit next to this Python)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    parser.add_argument("--before", type=Path, help="a checkout of the code to compare with (e.g. a git worktree)")
+    parser.add_argument("--results", help="write benchmarks/results/NAME.json (docs/benchmarks.md's table)")
     options = parser.parse_args()
     if options.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -163,13 +172,53 @@ def main() -> None:
     (Path(cwd) / "runs").mkdir()  # `bertkit runs` reads runs/ by default: an empty one, so it finds no runs
     header = machine_header() + [f"bertkit: {options.bertkit}; cwd: {cwd}; repeats: {options.repeats}; "
                                  + " ".join(f"{key}={value}" for key, value in ENV.items())]
-    rows = [summarize(row) for row in measure(options.bertkit.resolve(), options.repeats, cwd)]
+    rows = [summarize(row) for row in measure(options.bertkit.resolve(), options.repeats, cwd, options.before)]
     print("\n".join(header + [""] + table(rows)))
     if options.json:
         keep = ("command", "expected", "exit_codes", "exit_ok", "seconds", "min", "median", "max", "target", "ok",
                 "heavy", "note", "stderr_tail")
         results = {"header": header, "rows": [{key: row[key] for key in keep if key in row} for row in rows]}
         options.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if options.results:
+        write_results(options.results, header, rows, options)
+
+
+def write_results(name: str, header: list[str], rows: list[dict], options) -> None:
+    """benchmarks/results/NAME.json in tables.py's form: one row per command, before and after side by side."""
+    def cell(row: dict | None) -> str:
+        if row is None or row["note"]:
+            return "-"
+        return f"{row['median']:.2f} ({row['min']:.2f}-{row['max']:.2f})"
+
+    def heavy(row: dict | None) -> str:
+        return "-" if row is None or row["note"] else ", ".join(row["heavy"]) or "none"
+
+    by_name = {row["command"]: row for row in rows}
+    table = []
+    for row in rows:
+        if row["command"].endswith(" (before)"):
+            continue
+        old = by_name.get(row["command"] + " (before)")
+        target = "-" if row["target"] is None else f"{row['target']:.1f}"
+        table.append([f"`{row['command']}`", cell(old), cell(row), target, row.get("ok", "-"), heavy(old),
+                      heavy(row)])
+    result = {
+        "id": name, "order": 0, "title": "Start-up: how fast the installed `bertkit` answers",
+        "command": f"python benchmarks/bench_startup.py --repeats {options.repeats}"
+                   + (" --before BEFORE_CHECKOUT" if options.before else "") + f" --results {name}",
+        "script": "benchmarks/bench_startup.py", "machine": header[0].removeprefix("CPU: "),
+        "date": header[2].removeprefix("Date: ")[:10],
+        "setup": "Each command through the installed console script, from a fresh folder outside the checkout, "
+                 "interleaved over the repeats; seconds are median (min-max) of wall time. Before: the code of the "
+                 "checkout given as --before (the same venv, PYTHONPATH set to it). Heavy imports: what -X importtime "
+                 "saw imported of torch, transformers, sentence-transformers, datasets, scikit-learn, pandas, numpy, "
+                 "scipy, pyarrow, accelerate and peft. " + header[1],
+        "tables": [{"columns": ["command", "before (s)", "now (s)", "target (s)", "ok", "heavy imports before",
+                                "heavy imports now"], "rows": table}],
+    }
+    path = Path(__file__).resolve().parent / "results" / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
