@@ -171,3 +171,21 @@ def assert_close_records(got, expected) -> None:
             assert_close_records(item, reference)
     else:
         assert got == expected
+
+
+def run_in_process(*args, cwd, env: dict | None = None):
+    """A `bertkit` command run in this process, as the console script runs it (bertkit.cli's app through typer's
+    runner, in `cwd`, with `env` set for the call): the same code as the installed command without its seconds of
+    interpreter start-up and imports, for tests of what a command answers rather than of the entry point (which
+    tests/test_entry_point.py, tests/test_startup.py and tests/test_wheel.py run as installed). Returns what a finished
+    subprocess gives: returncode, stdout, stderr."""
+    import contextlib
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from bertkit.cli import app
+
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(app, [str(arg) for arg in args], env=env)
+    return subprocess.CompletedProcess(["bertkit", *map(str, args)], result.exit_code, result.stdout, result.stderr)

@@ -1,4 +1,4 @@
-"""Issue 44, "poor errors": each case through the installed `bertkit` command, as a user meets it — one `error:` line
+"""Issue 44, "poor errors": each case through the `bertkit` command, as a user meets it — one `error:` line
 that names the file / option / key and the fix, exit 2, no traceback, and nothing loaded or written first when the
 mistake can be seen before. The cases "look further" found beyond the issue's list are marked (further)."""
 
@@ -22,7 +22,7 @@ import transformers
 from typer.testing import CliRunner
 
 from bertkit.cli import app
-from helpers import tiny_stock_head, write_csv
+from helpers import run_in_process, tiny_stock_head, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
@@ -36,6 +36,10 @@ pytestmark = [pytest.mark.usefixtures("one_thread"),
 
 
 def bertkit(*args, cwd=ROOT, timeout=300) -> subprocess.CompletedProcess:
+    """The command in this process (helpers.run_in_process); `serve`, which binds a port and runs until stopped, as
+    the installed command in a subprocess with a timeout."""
+    if args[0] != "serve":
+        return run_in_process(*args, cwd=cwd)
     return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=ENV,
                           timeout=timeout)
 

@@ -12,14 +12,13 @@ asserted as it is, not loosened for tiny models."""
 # ruff: noqa: F811 - pytest fixtures (sentiment) are arguments named like the imported fixture
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_in_process
 from test_classify import base_overrides, run_recipe, sentiment  # noqa: F401 - fixture
 from test_rundir import STEPS, one_line_error, run_interrupted_at
 from typer.testing import CliRunner
@@ -29,7 +28,6 @@ from bertkit.cli import app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 runner = CliRunner()
-BERTKIT = Path(sys.executable).parent / "bertkit"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
 
@@ -39,9 +37,9 @@ def overrides(model_dir, sentiment, out, *extra):  # noqa: F811
 
 
 def bertkit(*args: str) -> subprocess.CompletedProcess:
-    """The installed command, as a user runs it (no terminal: plain lines)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(BERTKIT), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+    """The command in this process, as the console script runs it (helpers.run_in_process; no terminal: plain
+    lines)."""
+    return run_in_process(*args, cwd=Path.cwd(), env={"COLUMNS": "200"})
 
 
 def checkpoint_folders(run_dir: Path) -> list[str]:

@@ -10,10 +10,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_in_process
 from test_classify import base_overrides, run_recipe, sentiment  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
@@ -22,15 +22,13 @@ from bertkit.cli import app
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("one_thread")
-SCRIPT = Path(sys.executable).parent / "bertkit"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "COLUMNS": "400"}
 TINY = ["train.max_steps=2", "train.eval_strategy=no", "train.save_strategy=no", "train.load_best_model_at_end=false"]
 
 
 def bertkit(cwd: Path, *args) -> subprocess.CompletedProcess:
-    """The installed command, as a user runs it."""
-    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=ENV,
-                          timeout=600)
+    """The command in this process, as the console script runs it (helpers.run_in_process)."""
+    return run_in_process(*args, cwd=cwd, env={"COLUMNS": "400"})
 
 
 def refused(result) -> str:
@@ -72,7 +70,6 @@ def contents(root: Path) -> dict:
 # ------------------------------------------------------------------ 1: predict -o the file the run was trained on
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
 def test_predict_never_writes_over_the_file_the_run_was_trained_on(project):
     before = contents(project)
     message = refused(bertkit(project, "predict", "runs/A", "new.csv", "-o", "data/train.csv"))
@@ -138,7 +135,6 @@ def test_evaluate_minus_o_never_writes_over_a_recorded_data_file(project, monkey
 # ------------------------------------------------------------------ 2: report A B -o dev.csv, and other kinds
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
 def test_report_never_writes_over_the_dev_file_the_runs_used(project):
     before = contents(project)
     message = refused(bertkit(project, "report", "runs/A", "runs/B", "-o", "data/dev.csv"))
@@ -149,7 +145,6 @@ def test_report_never_writes_over_the_dev_file_the_runs_used(project):
     assert contents(project) == before
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
 def test_report_replaces_a_file_of_another_kind_only_with_force(project, tmp_path):
     shutil.copytree(project / "runs", tmp_path / "runs")
     existing = tmp_path / "existing.json"
@@ -296,7 +291,6 @@ def test_export_replaces_only_an_earlier_export_and_only_with_force(project, tmp
 # ------------------------------------------------------------------ 3: evaluations of two files of one name
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="bertkit is not installed in this environment")
 def test_evaluations_of_two_files_of_one_name_are_both_kept(project, tmp_path):
     run = tmp_path / "A"
     shutil.copytree(project / "runs" / "A", run)

@@ -4,22 +4,18 @@ first stage's NDCG@10 / MRR@10 beside the re-ranked ones; `bertkit evaluate` rep
 bad input is one line, exit 2, naming the file and line."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_in_process
 
-SCRIPT = Path(sys.executable).parent / "bertkit"
 TOPICS = ["glaciers", "volcanoes", "owls", "bridges", "pianos", "coffee", "trains", "bees", "rivers", "comets"]
 
 
 def bertkit(*args, cwd):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    """The command in this process (helpers.run_in_process): what it answers, not the entry point."""
+    return run_in_process(*args, cwd=cwd)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

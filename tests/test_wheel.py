@@ -42,7 +42,10 @@ def installed(tmp_path_factory):
     wheel = glob.glob(str(base / "dist" / "bertkit-*.whl"))
     assert len(wheel) == 1, wheel
     _run([sys.executable, "-m", "venv", str(base / "venv")], cwd=base)
-    _run([str(base / "venv/bin/python"), "-m", "pip", "install", "-q", *shlex.split(TORCH), wheel[0]], cwd=base)
+    # --no-compile: no .pyc written for the thousands of files of torch and the rest (a minute of the install here);
+    # Python compiles what it imports when it first imports it
+    _run([str(base / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-compile", *shlex.split(TORCH), wheel[0]],
+         cwd=base)
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false",
