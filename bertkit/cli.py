@@ -563,7 +563,6 @@ def serve_command(
     limits = Limits(max_inputs, max_chars, max_queue, max_batch_tokens, max_wait_ms, timeout)
     if threads is not None:
         at_least(threads, 1, "--threads", "threads the model runs on, e.g. --threads 2")
-    if threads is not None:
         import torch
 
         torch.set_num_threads(threads)

@@ -218,6 +218,7 @@ def _csv_records(text: str, path: str, delimiter: str) -> list[tuple[int, list[s
     """(line, fields) for every non-blank record; `line` is where the record starts (a quoted field may span
     several lines). `strict` makes a stray quote an error here instead of text silently losing its quotes."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    raw_lines = io.StringIO(text, newline="").readlines()  # split where the reader splits
     records, start = [], 1
     with _big_fields():
         while True:
@@ -231,7 +232,10 @@ def _csv_records(text: str, path: str, delimiter: str) -> list[tuple[int, list[s
                     f'field with quotes in it must be wrapped in quotes and its quotes doubled ("say ""hi""")'
                 ) from None
             line, start = start, reader.line_num + 1
-            if fields and not (len(fields) == 1 and not fields[0].strip()):  # blank lines are not rows
+            # a blank line is not a row; a line holding an empty quoted field ("") is one, of an empty text (which
+            # the readers of texts refuse by its line): skipped, every later row would be one off its input line
+            blank = len(fields) == 1 and not fields[0].strip() and not raw_lines[line - 1].strip()
+            if fields and not blank:
                 records.append((line, fields))
 
 

@@ -112,6 +112,17 @@ def test_multiline_csv_field_keeps_the_line_numbers(tmp_path):
     assert message.startswith(f"{path} line 5: column 'text' is empty")
 
 
+def test_an_empty_quoted_field_is_a_row_not_a_blank_line(tmp_path):
+    """A one-column CSV whose line is "" holds an empty text: skipped as a blank line, every later row of a predict
+    was written against the wrong input row (8 predictions for 9 lines, exit 0). Kept, it is refused by its line."""
+    path = write(tmp_path, "one.csv", 'text\na\n""\n\nb\n   \nc\n')
+    ds = read_table(path)
+    assert ds["text"][:] == ["a", "", "b", "c"]
+    assert [row_location(ds, i) for i in range(4)] == ["line 2", "line 3", "line 5", "line 7"]
+    message = error_of(check_texts, ds, ColumnMap("text", None, None), path)
+    assert message.startswith(f"{path} line 3: column 'text' is empty")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Bad input
 

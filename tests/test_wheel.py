@@ -42,8 +42,8 @@ def installed(tmp_path_factory):
     wheel = glob.glob(str(base / "dist" / "bertkit-*.whl"))
     assert len(wheel) == 1, wheel
     _run([sys.executable, "-m", "venv", str(base / "venv")], cwd=base)
-    # --no-compile: no .pyc written for the thousands of files of torch and the rest (a minute of the install here);
-    # Python compiles what it imports when it first imports it
+    # --no-compile: no .pyc written ahead for the thousands of files of torch and the rest, which the commands below
+    # never import; Python compiles what they do import when they first import it
     _run([str(base / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-compile", *shlex.split(TORCH), wheel[0]],
          cwd=base)
     env = {key: value for key, value in os.environ.items()
