@@ -391,6 +391,9 @@ def export_command(
     # help texts are rich markup: an unescaped "[onnx]" would be eaten as a style tag
     """Export for ONNX Runtime (pip install "bertkit\\[onnx]"): one folder with the graph, tokenizer and label map that
     predict / evaluate run; outputs checked against PyTorch; dev metrics of fp32 and int8 printed side by side."""
+    from .tasks import task_of_model
+
+    task_of_model(run_dir)  # a folder that is not there, or holds no fine-tuned model: one line, before the imports
     say_first(f"export: {run_dir} -> {output or str(run_dir).rstrip('/') + '-onnx'}")
     from .export import export_run
 

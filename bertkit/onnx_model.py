@@ -58,7 +58,7 @@ def head_of(model_dir: str | Path) -> Head:
         if architecture.endswith(suffix):
             return head
     raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint — export "
-                       "needs a model fine-tuned by classify, ner, qa, choice or distill")
+                       "needs a model fine-tuned by classify, ner, qa, choice, distill, embed or rerank")
 
 
 def is_onnx_export(model_dir: str | Path) -> bool:
@@ -196,6 +196,7 @@ class OnnxEmbedder:
         self.prompts = dict(saved.get("prompts") or {})
         self.default_prompt_name = saved.get("default_prompt_name")
         self.dimension = int(saved["dimension"])
+        self.pooling, self.normalize = saved.get("pooling", "mean"), bool(saved.get("normalize", True))
         self.input_names = [node.name for node in self.session.get_inputs()]
 
     def get_embedding_dimension(self) -> int:

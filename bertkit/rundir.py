@@ -881,6 +881,8 @@ def _suggest(output: str, inputs, model_dirs, what: str) -> str:
         return str(base.with_name(f"{base.stem if inputs else base.name}-audit"))
     if what == "the copy":  # the same name, beside the run directory
         return str(base.with_name(Path(output).name))
+    if what == "the training file":  # what `bertkit mine` writes: FlagEmbedding JSONL, the only kind it writes
+        return str(base.with_name(f"{base.stem if inputs else base.name}.mined.jsonl"))
     return str(base.with_name(f"{base.stem if inputs else base.name}.{kind}{suffix}"))
 
 

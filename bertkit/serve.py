@@ -750,14 +750,25 @@ def answer_errors_as_json(app, server: Server) -> None:
     """A body that is not the request shape is 422 naming what is wrong; anything unexpected is 500 with one line
     (uvicorn logs the traceback) and the server goes on."""
     from fastapi import Request
+    from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    def shape(request: Request) -> str:
+        return '{"query": ..., "texts": [...]}' if request.url.path == "/rerank" else '{"inputs": ...}'
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                              for e in exc.errors()[:5])
-        shape = '{"query": ..., "texts": [...]}' if request.url.path == "/rerank" else '{"inputs": ...}'
-        return server.error(422, f"invalid request body — {problems}; send {shape}")
+        return server.error(422, f"invalid request body — {problems}; send {shape(request)}")
+
+    @app.exception_handler(HTTPException)
+    async def unreadable_body(request: Request, exc: HTTPException):
+        # FastAPI's own 400 for a body it cannot decode (bytes that are not UTF-8): its text named nothing
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return server.error(400, f"the request body is not UTF-8 text — send {shape(request)} as UTF-8 JSON")
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):

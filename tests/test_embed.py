@@ -75,6 +75,18 @@ def test_reader_errors_name_the_file_and_line(tmp_path):
         read_retrieval_file(write_jsonl(tmp_path / "n.jsonl", [{"query": "q", "pos": []}]))
 
 
+def test_a_negatives_column_of_an_unknown_name_is_named_not_dropped(tmp_path):
+    """`query, positive, hard_neg` trained on pairs and dropped the negatives without a word."""
+    path = write_csv(tmp_path / "h.csv", ["query", "positive", "hard_neg"], [["q", "p", "n"]])
+    with pytest.raises(BertkitError, match=r"h\.csv: column 'hard_neg' looks like negatives .* "
+                                           r"data\.negative_column=hard_neg"):
+        read_retrieval_file(path)
+    given = read_retrieval_file(path, embed.RetrievalColumns(negative_column="hard_neg"))
+    assert given.rows[0].negatives == ["n"]
+    other = read_retrieval_file(write_csv(tmp_path / "o.csv", ["query", "positive", "source"], [["q", "p", "wiki"]]))
+    assert other.rows[0].negatives == []  # a column of another kind is left alone
+
+
 def test_ir_metrics_match_hand_computed_values():
     # query 0: relevant {0} ranked 2nd; query 1: relevant {1, 2} ranked 1st and 3rd; query 2: relevant never ranked
     metrics = ir_metrics([[2, 0, 1], [1, 0, 2], [0, 1]], [{0}, {1, 2}, {5}])
@@ -484,3 +496,14 @@ def test_an_output_that_is_the_input_is_said_before_its_suffix(minilm_dir, tmp_p
     result = runner.invoke(app, ["mine", texts, "-o", texts, "--bm25"])
     one_line_error(result, 2, f"-o {texts} is the input file")
     assert Path(texts).read_text() == before
+
+
+def test_mine_suggests_a_name_it_takes(tmp_path):
+    """`mine -o existing.csv` suggested a .predictions.csv name, which mine refuses too: it writes JSONL only."""
+    pairs = small_pairs(tmp_path / "p.jsonl", 3)
+    existing = tmp_path / "existing.csv"
+    existing.write_text("a,b\n1,2\n")
+    result = runner.invoke(app, ["mine", pairs, "-o", str(existing), "--bm25"])
+    one_line_error(result, 2, "p.mined.jsonl")
+    result = runner.invoke(app, ["mine", pairs, "-o", str(tmp_path / "p.mined.jsonl"), "--bm25"])
+    assert result.exit_code == 0, result.output

@@ -4,6 +4,7 @@ folder equals `CrossEncoder(path).predict` sorted best first, and each model ref
 own. The server helper is test_serve.py's."""
 
 import math
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -75,6 +76,10 @@ def test_rerank_equals_cross_encoder_predict_best_first(cross_encoder_dir):
         assert httpx.get(f"{url}/info").json()["endpoints"] == ["/rerank"]
         wrong = httpx.post(f"{url}/embed", json={"inputs": "a text"}, timeout=30)
         assert wrong.status_code == 400 and "POST /rerank" in wrong.json()["error"]
+        for route in ("/rerank", "/embed", "/predict"):  # FastAPI's own "error parsing the body" named nothing
+            latin1 = httpx.post(f"{url}{route}", content='{"query": "café", "texts": ["a"]}'.encode("latin-1"),
+                                headers={"content-type": "application/json"}, timeout=30)
+            assert latin1.status_code == 400 and "not UTF-8" in latin1.json()["error"], latin1.text
         for body, words in (({"query": " ", "texts": ["a"]}, f"query {EMPTY}"),
                             ({"query": "q", "texts": []}, "texts must be a non-empty list"),
                             ({"query": "q", "texts": ["a", ""]}, f"texts[1] {EMPTY}"),
@@ -117,6 +122,26 @@ def test_embed_export_holds_pooling_and_normalisation_and_serves_what_encode_giv
         assert refused.status_code == 422 and f"inputs[1] {EMPTY}" in refused.json()["error"], refused.text
         info = httpx.get(f"{url}/info").json()
         assert info["task"] == "embed" and info["precision"] == "fp32" and info["implementation"] == "OnnxEmbedder"
+
+
+def test_predict_and_evaluate_read_an_embed_export(tmp_path, minilm_dir):
+    """predict / evaluate on an embed run's ONNX export said "unexpected OSError: no file named model.safetensors"
+    (serve took the same export): they run its graph, with the vectors SentenceTransformer.encode gives."""
+    pytest.importorskip("onnxruntime")
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.export import export_run
+    from helpers import run_in_process
+
+    export = export_run(minilm_dir, str(tmp_path / "minilm-onnx"))["output"]
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    result = run_in_process("predict", export, "texts.txt", "-o", "vectors.npy", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = SentenceTransformer(minilm_dir, device="cpu").encode(TEXTS)
+    assert np.abs(np.load(tmp_path / "vectors.npy") - expected).max() < 1e-4
+    dev = Path(__file__).resolve().parent.parent / "data" / "embed" / "en_qa" / "dev.jsonl"
+    result = run_in_process("evaluate", export, dev, cwd=tmp_path)
+    assert result.returncode == 0 and "ndcg@10" in result.stdout, result.stdout + result.stderr
 
 
 def test_rerank_scores_of_huge_logits_do_not_overflow():

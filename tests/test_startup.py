@@ -101,6 +101,8 @@ def places(tmp_path_factory):
                                                    ["BertForSequenceClassification"]}), encoding="utf-8")
     (folder / "dev.csv").write_text("text,label\ngood,pos\n", encoding="utf-8")
     (folder / "taken" / "checkpoint-5").mkdir(parents=True)  # an output_dir holding checkpoints bertkit did not write
+    (folder / "encoder").mkdir()  # a bare encoder: no fine-tuned head to predict with or export
+    (folder / "encoder" / "config.json").write_text(json.dumps({"model_type": "bert"}), encoding="utf-8")
     # the TrainingArguments fields are read from transformers once per installed version (cached afterwards)
     assert python("from bertkit.training_arguments import training_fields; training_fields()").returncode == 0
     return folder
@@ -128,25 +130,36 @@ CHEAP = [
     (["predict", "model", "dev.csv", "--precision", "fp64"], 2, "--precision fp64"),
     (["evaluate", "model", "missing.csv"], 2, "no such file: missing.csv"),
     (["predict", "model", "dev.csv", "--corpus", "dev.csv"], 2, "--corpus is for embedding models"),
+    (["export", "no_such_run"], 2, "does not exist"),
+    (["export", "encoder"], 2, "classify, ner, qa, choice, mlm, embed or rerank"),
 ]
 
 
-@pytest.mark.parametrize("args, code, words", CHEAP, ids=[" ".join(args) for args, _, _ in CHEAP])
-def test_cheap_commands_import_no_model_stack(places, args, code, words):
-    """The command as the console script runs it (bertkit.cli:main), then the heavy modules it left imported."""
+def test_cheap_commands_import_no_model_stack(places):
+    """Each command as the console script runs it (bertkit.cli:main), one after another in one fresh process: after
+    each, its answer and exit code, and the heavy modules imported so far (none, or the command just run imported
+    them: the first one to import any is the one named)."""
     result = python(f"""
-        import sys
-        sys.argv = ["bertkit", *{args!r}]
+        import contextlib, io, json, sys
         from bertkit.cli import main
-        try:
-            main()
-        except SystemExit as exit:
-            code = exit.code or 0
-        print("HEAVY", [name for name in {HEAVY!r} if name in sys.modules], "CODE", code)
+        for args in {[args for args, _, _ in CHEAP]!r}:
+            sys.argv = ["bertkit", *args]
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    main()
+                    code = 0
+                except SystemExit as exit:
+                    code = exit.code or 0
+            heavy = [name for name in {HEAVY!r} if name in sys.modules]
+            print(json.dumps({{"args": args, "code": code, "text": out.getvalue() + err.getvalue(), "heavy": heavy}}))
     """, cwd=places)
-    last = result.stdout.strip().splitlines()[-1]
-    assert last == f"HEAVY [] CODE {code}", result.stdout + result.stderr
-    assert words in result.stdout + result.stderr, result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [answer["args"] for answer in answers] == [args for args, _, _ in CHEAP], result.stdout[-3000:]
+    for (args, code, words), answer in zip(CHEAP, answers):
+        assert answer["heavy"] == [], (args, answer)
+        assert answer["code"] == code and words in answer["text"], (args, answer)
 
 
 def test_import_bertkit_imports_no_model_stack_and_keeps_the_library_contract(tmp_path):

@@ -88,10 +88,11 @@ def task_of_model(model_dir: str) -> str:
     architecture = model_task(model_dir)
     task = task_of_architecture(architecture)
     if task is None:
-        names = list(dict.fromkeys(known.name for known in TASKS))
+        # embed and rerank are told by their sentence-transformers files (sentence_transformers_kind), not the table
+        names = [*dict.fromkeys(known.name for known in TASKS), "embed", "rerank"]
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
-                           f"predict/evaluate cannot use — give a model trained by {', '.join(names[:-1])} or "
-                           f"{names[-1]}")
+                           f"predict, evaluate, serve and export cannot use — give a model trained by "
+                           f"{', '.join(names[:-1])} or {names[-1]}")
     return task.name
 
 

@@ -175,6 +175,15 @@ def settings_of(model) -> Settings:
                          "the model's sentence-transformers files")
 
 
+def export_settings(model) -> Settings:
+    """The Settings an embed export runs with (onnx_model.OnnxEmbedder: what onnx_export.json recorded)."""
+    prompts = model.prompts or {}
+    settings = Settings(model.max_seq_length, model.pooling if model.pooling in POOLING_MODES else "mean",
+                        model.normalize, prompts.get(QUERY, ""), prompts.get(DOCUMENT, prompts.get("passage", "")))
+    return read_settings(Settings, {SETTINGS_KEY: {f.name: getattr(settings, f.name) for f in fields(Settings)}},
+                         "the export's onnx_export.json")
+
+
 # ================================================================================================ predict / evaluate
 
 
@@ -191,8 +200,12 @@ def load_predictor(model_dir: str) -> Embedder:
     `inference_precision` set."""
     from sentence_transformers import SentenceTransformer
 
-    from ..checkpoints import for_inference, weights_read
+    from ..checkpoints import LOAD_PRECISION, for_inference, weights_read
+    from ..onnx_model import is_onnx_export, load_onnx_embedder
 
+    if is_onnx_export(model_dir):  # `bertkit export` of an embed run: pooling and normalisation inside the graph
+        model = load_onnx_embedder(model_dir, LOAD_PRECISION.get())
+        return Embedder(model, export_settings(model))
     if not (Path(model_dir) / "modules.json").is_file():
         raise BertkitError(f"{model_dir} is not a sentence-transformers model (no modules.json) — give the "
                            f"output_dir of a bertkit embed run")
@@ -399,5 +412,6 @@ def warn_near_duplicates(near: int, total: int, by_model: bool = True) -> None:
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
-           "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "read_texts", "predict_top_k",
+           "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "export_settings", "read_texts",
+           "predict_top_k",
            "check_training_data", "mine_file", "warn_near_duplicates"]

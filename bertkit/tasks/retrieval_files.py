@@ -159,6 +159,11 @@ def resolve_retrieval_columns(names: Sequence[str], source: str, given: Retrieva
         raise BertkitError(f"{source}: one column is used twice (query={query}, positive={positive}, "
                            f"negative={','.join(negatives) or None}, score={score}) — give data.query_column, "
                            f"data.positive_column, data.negative_column and data.score_column different columns")
+    unread = [name for name in names if name not in used and ("neg" in name.lower() or "负" in name)]
+    if unread and not negatives:  # `hard_neg`: not a name bertkit knows, so its negatives would be dropped unsaid
+        raise BertkitError(f"{source}: column '{unread[0]}' looks like negatives but is not read (query={query}, "
+                           f"positive={positive}) — set data.negative_column={unread[0]} to train on it, or remove "
+                           f"the column")
     return RetrievalColumnMap(query, positive, negatives, score)
 
 
