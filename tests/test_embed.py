@@ -504,6 +504,6 @@ def test_mine_suggests_a_name_it_takes(tmp_path):
     existing = tmp_path / "existing.csv"
     existing.write_text("a,b\n1,2\n")
     result = runner.invoke(app, ["mine", pairs, "-o", str(existing), "--bm25"])
-    one_line_error(result, 2, "p.mined.jsonl")
-    result = runner.invoke(app, ["mine", pairs, "-o", str(tmp_path / "p.mined.jsonl"), "--bm25"])
+    one_line_error(result, 2, f"-o {tmp_path / 'existing.mined.jsonl'}")
+    result = runner.invoke(app, ["mine", pairs, "-o", str(tmp_path / "existing.mined.jsonl"), "--bm25"])
     assert result.exit_code == 0, result.output
