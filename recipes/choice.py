@@ -15,13 +15,14 @@ from __future__ import annotations
 import datasets
 
 from bertkit import BertkitForMultipleChoice, checkpoints, training
-from bertkit.recipe_configs.choice_config import Config
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds
 from bertkit.tasks import choice as task
 from bertkit.tasks.choice import compute_metrics_fn  # a name of its own: tests/test_search.py swaps it
 from bertkit.tasks import settings_dict
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.choice_config import Config
 
 
 SELECTION = "accuracy"

@@ -28,13 +28,14 @@ import transformers
 
 from bertkit import (BertkitForSequenceClassification, calibration, checkpoints, families, inspection, losses,
                      tasks, training)
-from bertkit.recipe_configs.classify_config import Config
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
 from bertkit.labels import LabelSpace
 from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.search import search_or_seeds
 from bertkit.tasks import classify as task
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.classify_config import Config
 
 
 PER_CLASS_PREFIXES = ("f1_", "precision_", "recall_")  # left out of the summary table; metrics.json has them

@@ -23,12 +23,13 @@ import torch
 import transformers
 
 from bertkit import BertkitForSequenceClassification, checkpoints, distill, families, tasks, training
-from bertkit.recipe_configs.distill_config import Config
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
 from bertkit.labels import LabelSpace
 from bertkit.search import search_or_seeds
 from bertkit.tasks import classify
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.distill_config import Config
 
 
 def inference_settings(cfg: Config) -> classify.Settings:

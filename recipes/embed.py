@@ -38,7 +38,6 @@ from sentence_transformers.sentence_transformer.losses import (CachedMultipleNeg
                                                                MatryoshkaLoss, MultipleNegativesRankingLoss)
 
 from bertkit import checkpoints, training
-from bertkit.recipe_configs.embed_config import Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd
@@ -46,6 +45,8 @@ from bertkit.precision import resolve_precision
 from bertkit.search import search_or_seeds
 from bertkit.tasks import embed as task
 from bertkit.tasks.retrieval_files import RetrievalData, ir_dev_set, read_corpus
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.embed_config import Config
 
 
 SELECTION = {"pairs": "ndcg@10", "scored": "spearman"}

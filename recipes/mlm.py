@@ -32,12 +32,13 @@ import datasets
 import transformers
 
 from bertkit import checkpoints, training
-from bertkit.recipe_configs.mlm_config import Config
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.tasks import mlm as task
 from bertkit.tasks import settings_dict
 from bertkit.tasks.mlm import corpus, vocabulary, whole_word_masking
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.mlm_config import Config
 
 
 def num_proc(cfg: Config) -> int:

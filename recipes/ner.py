@@ -16,11 +16,12 @@ import datasets
 import transformers
 
 from bertkit import BertkitForTokenClassification, checkpoints, families, inspection, tasks, training
-from bertkit.recipe_configs.ner_config import Config, check_stride
 from bertkit.console import say
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds
 from bertkit.tasks import ner as task
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.ner_config import Config, check_stride
 
 
 SELECTION = "f1"

@@ -18,12 +18,13 @@ import datasets
 import transformers
 
 from bertkit import BertkitForQuestionAnswering, checkpoints, training
-from bertkit.recipe_configs.qa_config import Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.search import search_or_seeds
 from bertkit.tasks import qa as task
 from bertkit.tasks import settings_dict
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.qa_config import Config
 
 
 SELECTION_METRIC = "f1"

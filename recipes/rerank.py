@@ -27,13 +27,14 @@ from sentence_transformers.cross_encoder.evaluation import CrossEncoderReranking
 from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, ListNetLoss
 
 from bertkit import BertkitForSequenceClassification, checkpoints, families, tasks, training
-from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
 from bertkit.tasks import rerank as task
 from bertkit.tasks.retrieval_files import distinct_texts, mine_negatives, read_corpus
+# the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
+from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 
 
 SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)
