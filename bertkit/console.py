@@ -124,11 +124,12 @@ run_log = RunLog()
 atexit.register(run_log.close)
 
 
-# Library lines a person cannot act on: train.log keeps them, the console (but in verbose mode) does not show them.
-# transformers' table of the weights a load used, missed or re-initialised (bertkit says what matters of it in its own
-# words: checkpoints.load_pretrained, describe_loading), and Trainer's note that two checkpoints saved within a second
-# of each other are ordered by number.
-LOG_ONLY = (" LOAD REPORT", "mtime may not be reliable on this filesystem")
+# Library lines a person cannot act on, kept off the console (but in verbose mode). transformers' table of the weights
+# a load used, missed or re-initialised goes to train.log, a record to look at when a model predicts oddly (bertkit
+# says what matters of it in its own words: checkpoints.load_pretrained, describe_loading); Trainer's note that
+# checkpoints saved within a second of each other are ordered by their step (what it should do anyway) goes nowhere.
+LOG_ONLY = (" LOAD REPORT",)
+NOWHERE = ("mtime may not be reliable on this filesystem",)
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes, which a log file shows as noise
 
 
@@ -137,7 +138,10 @@ class _RunLogHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            run_log.write(f"{record.levelname.lower()} [{record.name}] {_ESCAPES.sub('', record.getMessage())}")
+            message = record.getMessage()
+            if any(line in message for line in NOWHERE):
+                return
+            run_log.write(f"{record.levelname.lower()} [{record.name}] {_ESCAPES.sub('', message)}")
         except Exception:  # noqa: BLE001 - logging must never stop a run
             self.handleError(record)
 
@@ -152,7 +156,7 @@ class _ConsoleWarningHandler(logging.Handler):
         if mode() == "verbose":
             console.file.write(message + "\n")
             return
-        if any(line in message for line in LOG_ONLY):
+        if any(line in message for line in LOG_ONLY + NOWHERE):
             return
         console.print(f"[yellow]warning[/] [dim]({record.name})[/]: {escape(message)}", soft_wrap=True,
                       highlight=False)
