@@ -560,7 +560,6 @@ def serve_command(
 ):
     """Serve a fine-tuned model over HTTP (pip install "bertkit\\[serve]"): POST /predict, GET /health, /info,
     /metrics; concurrent requests are batched under a token budget."""
-    from .console import console_session
     from .serve import Limits, serve
 
     limits = Limits(max_inputs, max_chars, max_queue, max_batch_tokens, max_wait_ms, timeout)
@@ -569,8 +568,7 @@ def serve_command(
         import torch
 
         torch.set_num_threads(threads)
-    with console_session("quiet"):  # no progress bars per batch
-        serve(run_dir, host, port, precision, limits, engine=engine, access_log=access_log)
+    serve(run_dir, host, port, precision, limits, engine=engine, access_log=access_log)  # its console is quiet
 
 
 @app.command("mine")

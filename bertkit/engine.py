@@ -28,14 +28,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from . import speed
 from .cache import cache_root
 from .console import warn
 from .errors import BertkitError
-from .inference import inference_precision, run_batch
 
+# torch and the inference helpers are imported by the functions that run a model: serve checks --engine (check_engine)
+# before it binds its port and loads anything
 ENGINES = ("auto", "torch", "onnx")
 TIMED_LENGTH = 32  # tokens of the one-input call timed at start: about one sentence
 TIMED_BATCH = (16, 64)  # rows and longest row of the batch timed at start (rows of random lengths up to it)
@@ -70,9 +69,13 @@ class TwoRuntimes:
 
     def __init__(self, single, batch):
         self.single, self.batch = single, batch
+        import torch
+
         self.config, self.device = batch.config, torch.device("cpu")
 
     def __call__(self, **inputs):
+        from .inference import run_batch
+
         return run_batch(self.single if len(inputs["input_ids"]) == 1 else self.batch, inputs)
 
     def eval(self):
@@ -82,6 +85,8 @@ class TwoRuntimes:
 def weights_key(run_dir: str) -> str:
     """A digest of what the graph is made from: config.json and every weight file (not the path: a copied run
     reuses its graph, a retrained one never does), and the torch version that exported it."""
+    import torch
+
     digest = hashlib.sha256(f"{CACHE_VERSION} {torch.__version__}".encode())
     folder = Path(run_dir)
     for path in sorted([folder / "config.json", *folder.glob("*.safetensors"), *folder.glob("*.bin")]):
@@ -112,6 +117,8 @@ def cached_export(run_dir: str, int8: bool) -> Path:
         print(f"exporting {run_dir} to ONNX{' (and int8)' if int8 else ''} for ONNX Runtime, once: the graph is "
               f"traced, checked against PyTorch and kept in {folder} (15-40 s on a small CPU; later starts reuse it)",
               file=sys.stderr, flush=True)
+        from .inference import inference_precision
+
         with inference_precision("fp32"):  # the graph is traced from the fp32 model, whatever the server runs at
             export_run(run_dir, str(folder), quantize="int8" if int8 else None, evaluate=False, force=True)
     return folder
@@ -119,6 +126,8 @@ def cached_export(run_dir: str, int8: bool) -> Path:
 
 def time_per_input(model, inputs: dict, calls: int) -> float:
     """Median ms per input of `calls` calls of `model` on `inputs` (after one warm-up call)."""
+    from .inference import run_batch
+
     run_batch(model, inputs)
     times = []
     for _ in range(calls):
@@ -128,19 +137,21 @@ def time_per_input(model, inputs: dict, calls: int) -> float:
     return statistics.median(times) * 1000 / len(inputs["input_ids"])
 
 
-@torch.inference_mode()
 def measure(runtimes: dict, config, head, rounds: int = 3) -> dict:
     """ms per input of each runtime on one TIMED_LENGTH-token input and on a TIMED_BATCH batch, interleaved."""
+    import torch
+
     from .export import padded_inputs
 
     names = ("input_ids", "attention_mask", "token_type_ids")
     one = padded_inputs(config, head, 1, TIMED_LENGTH, seed=1, names=names)
     batch = padded_inputs(config, head, *TIMED_BATCH, seed=2, names=names)
     times = {f"{name} {kind}": [] for name in runtimes for kind in ("one", "batch")}
-    for _ in range(rounds):
-        for name, model in runtimes.items():
-            times[f"{name} one"].append(time_per_input(model, one, 5))
-            times[f"{name} batch"].append(time_per_input(model, batch, 1))
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for name, model in runtimes.items():
+                times[f"{name} one"].append(time_per_input(model, one, 5))
+                times[f"{name} batch"].append(time_per_input(model, batch, 1))
     return {key: round(min(values), 3) for key, values in times.items()}
 
 
@@ -201,6 +212,8 @@ def unavailable(run_dir: str, predictor, runs_at: str) -> str | None:
         return "an ONNX export is served by ONNX Runtime already"
     if any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")):
         return 'onnxruntime is not installed (pip install "bertkit[onnx]")'
+    import torch
+
     if runs_at not in ("fp32", "bf16", "int8") or torch.cuda.is_available():
         return f"ONNX Runtime runs here on CPU only, and this server runs at {runs_at}"
     if sentence_transformers_kind(run_dir):

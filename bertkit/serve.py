@@ -896,24 +896,28 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
     require_serve()
     import uvicorn
 
+    from .console import console_session
     from .engine import check_engine
+    from .tasks import task_of_model
 
     (limits or Limits()).check()  # before the port and the model: a limit that cannot work is said first
     check_engine(engine)  # said before the port; None stays None: BERTKIT_ENGINE is a default, not --engine
     sock = listening_socket(host, port)
-    if sys.stderr.isatty():  # a person waiting at a terminal; a log or a script gets the serving line alone
-        print(f"serve: loading {run_dir} (PyTorch and transformers first: seconds) to serve it on "
-              f"http://{host}:{port}", file=sys.stderr, flush=True)
     try:
-        app = create_app(run_dir, precision, limits, engine)
-        speed.freeze_loaded_objects()  # the collector's full passes skip the model and libraries: no 265 ms stalls
-        server = app.state.server
-        print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}; engine: "
-              f"{server.engine.describe()}", flush=True)
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log,
-                                timeout_graceful_shutdown=30)
-        runner = uvicorn.Server(config)
-        runner.run(sockets=[sock])
+        task_of_model(run_dir)  # a folder that is not there, or holds no fine-tuned model: before the model stack
+        if sys.stderr.isatty():  # a person waiting at a terminal; a log or a script gets the serving line alone
+            print(f"serve: loading {run_dir} (PyTorch and transformers first: seconds) to serve it on "
+                  f"http://{host}:{port}", file=sys.stderr, flush=True)
+        with console_session("quiet"):  # transformers' log as a run's; no progress bars per batch
+            app = create_app(run_dir, precision, limits, engine)
+            speed.freeze_loaded_objects()  # the collector's full passes skip the model and libraries: no stalls
+            server = app.state.server
+            print(f"serving {server.info['model']} ({server.endpoint.name}) at {server.precision_reason}; engine: "
+                  f"{server.engine.describe()}", flush=True)
+            config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=access_log,
+                                    timeout_graceful_shutdown=30)
+            runner = uvicorn.Server(config)
+            runner.run(sockets=[sock])
     finally:
         sock.close()
     if not runner.started:  # uvicorn said why on its log (as uvicorn.run exits 3)

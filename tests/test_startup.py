@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -132,6 +133,8 @@ CHEAP = [
     (["predict", "model", "dev.csv", "--corpus", "dev.csv"], 2, "--corpus is for embedding models"),
     (["export", "no_such_run"], 2, "does not exist"),
     (["export", "encoder"], 2, "classify, ner, qa, choice, mlm, embed or rerank"),
+    (["serve", "encoder", "--port", "{port}"], 2, "classify, ner, qa, choice, mlm, embed or rerank"),
+    (["serve", "model", "--engine", "nope"], 2, "--engine nope"),
 ]
 
 
@@ -139,10 +142,14 @@ def test_cheap_commands_import_no_model_stack(places):
     """Each command as the console script runs it (bertkit.cli:main), one after another in one fresh process: after
     each, its answer and exit code, and the heavy modules imported so far (none, or the command just run imported
     them: the first one to import any is the one named)."""
+    with socket.socket() as probe:  # a free port for serve, which binds it before it looks at the model
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    commands = [[arg.replace("{port}", port) for arg in args] for args, _, _ in CHEAP]
     result = python(f"""
         import contextlib, io, json, sys
         from bertkit.cli import main
-        for args in {[args for args, _, _ in CHEAP]!r}:
+        for args in {commands!r}:
             sys.argv = ["bertkit", *args]
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -156,7 +163,7 @@ def test_cheap_commands_import_no_model_stack(places):
     """, cwd=places)
     assert result.returncode == 0, result.stderr[-3000:]
     answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert [answer["args"] for answer in answers] == [args for args, _, _ in CHEAP], result.stdout[-3000:]
+    assert [answer["args"] for answer in answers] == commands, result.stdout[-3000:]
     for (args, code, words), answer in zip(CHEAP, answers):
         assert answer["heavy"] == [], (args, answer)
         assert answer["code"] == code and words in answer["text"], (args, answer)
