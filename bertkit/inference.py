@@ -13,7 +13,6 @@ from .families import takes_token_types
 from .precision import INFERENCE_PRECISIONS, check_inference_precision, resolve_precision
 
 
-
 def run_batch(model, batch):
     """The model's outputs for one padded batch, built on CPU and moved to the model's device. token_type_ids go
     only to a model that takes them (a tokenizer of one family may make them for a model of another that has none)."""

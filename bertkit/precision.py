@@ -6,7 +6,6 @@ from __future__ import annotations
 from .errors import BertkitError
 
 # torch is imported by the functions that ask the hardware: the names are checked before a command loads anything
-
 INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16", "auto", "int8")
 
 
@@ -14,8 +13,6 @@ def check_inference_precision(precision: str) -> None:
     """--precision of predict / evaluate / serve: one of INFERENCE_PRECISIONS (bertkit/inference.py runs them)."""
     if precision not in INFERENCE_PRECISIONS:
         raise BertkitError(f"--precision {precision}: use one of {', '.join(INFERENCE_PRECISIONS)}")
-
-
 
 
 def cpu_supports_bf16() -> bool:

@@ -633,10 +633,9 @@ def require_serve() -> None:
 def load_endpoint(run_dir: str):
     """The task endpoint of a run directory (or export), chosen by its saved architecture as predict chooses; an
     unfinished or mixed run is refused as predict refuses it."""
-    from .tasks import module_for_model, sentence_transformers_kind
+    from .tasks import task_of_model
 
-    retrieval = sentence_transformers_kind(run_dir) if Path(run_dir).is_dir() else None  # embed / rerank
-    return ENDPOINTS[retrieval or module_for_model(run_dir).__name__.rsplit(".", 1)[-1]](run_dir)
+    return ENDPOINTS[task_of_model(run_dir)](run_dir)
 
 
 class Server:

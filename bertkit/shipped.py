@@ -66,6 +66,7 @@ def locate_model(name: str) -> str:
                            f"or '{DEFAULT_MODEL}' for the embedded default")
     return "hub"
 
+
 # A `key: value` line of a YAML config whose value could be a relative path (no quotes, spaces or scheme).
 _PATH_LINE = re.compile(r"^(?P<key>\s*[\w.-]+:\s+)(?P<value>[\w.-]+/[\w./-]+)(?P<rest>\s*(?:#.*)?)$")
 _HEADER_CONFIG = re.compile(r"(?P<flag>-c|--config)\s+\S+")
