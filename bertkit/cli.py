@@ -21,6 +21,7 @@ import typer
 
 from .errors import BertkitError
 from .speed import keep_freed_memory
+from .tasks import CORPUS_RANKERS, RETRIEVERS
 from .shipped import (CONFIGS_DIR, RECIPES_DIR, config_names, copy_text, recipe_names, recipe_path,
                       resolve_config_path)
 
@@ -298,6 +299,15 @@ PRECISION_HELP = ("fp32 (exact), bf16 (the model cast to bf16 once: fast on CPUs
                   "CPU; an ONNX export's int8 graph).")
 
 
+RETRIEVER_HELP = ("embed: rank with dense (the model), bm25 or hybrid (both fused) instead of the first stage the run "
+                  "chose on its dev set (retriever.json).")
+
+
+def check_retriever(retriever: str | None) -> None:
+    if retriever is not None and retriever not in RETRIEVERS:
+        raise BertkitError(f"--retriever {retriever}: use {', '.join(RETRIEVERS)}")
+
+
 @app.command()
 @user_errors
 def predict(
@@ -315,6 +325,7 @@ def predict(
                                          "line, or a table with a text column) for each query, instead of vectors."),
     top_k: Optional[int] = typer.Option(None, "--top-k", help="embed with --corpus: passages written per query "
                                         "(default 10)."),
+    retriever: Optional[str] = typer.Option(None, "--retriever", help=RETRIEVER_HELP),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
     spans (ner), answers (qa), the chosen option (choice), for each [MASK] of a text line, the likeliest tokens
@@ -327,8 +338,12 @@ def predict(
     if top_k is not None and corpus is None:  # it would be ignored: without a corpus predict writes vectors
         raise BertkitError(f"--top-k {top_k} needs --corpus: it is how many of the corpus's passages are written per "
                            f"query (embed models) — add --corpus passages.txt, or leave --top-k out")
+    if retriever is not None and corpus is None:
+        raise BertkitError(f"--retriever {retriever} needs --corpus: it chooses how the corpus is ranked — add "
+                           "--corpus passages.txt, or leave --retriever out")
+    check_retriever(retriever)
     task = check_model_command(model_dir, precision)
-    if corpus is not None and task != "embed":  # ranking a corpus is the embedding models' own
+    if corpus is not None and task not in CORPUS_RANKERS:  # ranking a corpus is the embedding models' own
         raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
     check_inputs(input_file, corpus)
     say_first(f"predict: the {task} model {model_dir} on {input_file} -> {output}")
@@ -341,7 +356,7 @@ def predict(
         module = task_module(model_dir)
         if corpus is not None:
             count = module.predict_top_k(model_dir, input_file, output, corpus, batch_size=batch_size,
-                                         **({} if top_k is None else {"top": top_k}))  # else its 10
+                                         retriever=retriever, **({} if top_k is None else {"top": top_k}))
         else:
             count = module.predict_file(model_dir, input_file, output, batch_size, min_confidence)
     typer.echo(f"wrote {count} predictions to {output}")
@@ -357,10 +372,14 @@ def evaluate(
     precision: str = typer.Option("fp32", help=PRECISION_HELP),
     force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o (never the "
                                "input, a run's file or the data a run was made from)."),
+    retriever: Optional[str] = typer.Option(None, "--retriever", help=RETRIEVER_HELP),
 ):
     """Compute metrics of a fine-tuned model on a labelled file (mlm: held-out perplexity of a text file)."""
     at_least(batch_size, 1, "--batch-size", "rows per batch, e.g. --batch-size 64")
+    check_retriever(retriever)
     task = check_model_command(model_dir, precision)
+    if retriever is not None and task not in CORPUS_RANKERS:
+        raise BertkitError(f"--retriever is for embedding models, and {model_dir} is a {task} model — leave it out")
     check_inputs(input_file)
     say_first(f"evaluate: the {task} model {model_dir} on {input_file}")
     from .console import console_session, result_line
@@ -369,7 +388,8 @@ def evaluate(
     from .rundir import replacing_allowed
 
     with console_session(), inference_precision(precision), replacing_allowed(force):
-        metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size)
+        metrics = task_module(model_dir).evaluate_file(model_dir, input_file, output, batch_size,
+                                                       **({"retriever": retriever} if retriever else {}))
         report = record_evaluation(model_dir, input_file, metrics)
     # one line still: the report that now shows this evaluation (its numbers: RUN/evaluations/)
     typer.echo(result_line(input_file, metrics) + (f" (added to {report})" if report else ""))
@@ -581,7 +601,8 @@ def mine_command(
                                         "folder, a Hub id or all-MiniLM-L6-v2); leave out for BM25 alone."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Passages to mine from besides the positives (.txt "
                                          "one per line, or a table with a text column)."),
-    bm25: bool = typer.Option(False, "--bm25", help="Rank with BM25 too (bm25s; Chinese by characters)."),
+    bm25: bool = typer.Option(False, "--bm25", help="Rank with BM25 too (bm25s; Chinese by characters and "
+                              "their bigrams)."),
     num_negatives: int = typer.Option(3, "--num-negatives", help="Negatives per query."),
     range_min: int = typer.Option(0, "--range-min", help="Skip this many top-ranked candidates (likely unlabelled "
                                   "positives)."),

@@ -108,7 +108,7 @@ RUN_OUTPUTS = ("*.safetensors", "*.safetensors.index.json", "config.json", "gene
                "training_args.bin", "pytorch_model.bin", "adapter_config.json", "metrics.json", CURVE_FILE,
                CONFUSION_FIGURE, ENTITY_FIGURE, "README.md", RUN_CONFIG_FILE, "classification_report.txt",
                "confusion_matrix.json", "*_results.json", "trainer_state.json", LOG_HISTORY_FILE, REPORT_FILE,
-               FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "*.tmp")
+               FINGERPRINT_FILE, RECORD_FILE, LOG_FILE, "retriever.json", "*.tmp")
 
 # Names of run outputs that a person may well have written themselves (notes, a picture): overwrite=true removes one
 # only when the completion record lists it, or (no record: an unfinished run) when it is newer than the run's

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import asdict
 
 import datasets
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -44,6 +45,8 @@ from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
 from bertkit.search import search_or_seeds
 from bertkit.tasks import embed as task
+from bertkit.tasks.first_stage import Retriever, of_weight
+from bertkit.tasks.first_stage import save as save_retriever
 from bertkit.tasks.retrieval_files import RetrievalData, ir_dev_set, read_corpus
 # the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
 from bertkit.recipe_configs.embed_config import Config
@@ -293,14 +296,46 @@ def prompts(cfg: Config, dataset: datasets.Dataset) -> dict[str, str] | None:
 
 
 def summary_rows(results: dict) -> dict:
-    """Base and fine-tuned dev metrics side by side, then the wall time; after a seed band the base model's on
-    rows of their own (training.report shows each fine-tuned metric as mean ± sd over the seeds)."""
+    """Base and fine-tuned dev metrics side by side, then the first stages' NDCG@10 and the one chosen, then the
+    wall time; after a seed band the base model's on rows of their own (training.report shows each fine-tuned metric
+    as mean ± sd over the seeds)."""
     base, tuned = results.get("base_eval", {}), results.get("eval", {})
     if "seeds" in results:
         rows = {**{f"{name} (base)": f"{base[name]:.4f}" for name in tuned if name in base}, **tuned}
     else:
         rows = {name: f"{base[name]:.4f} -> {tuned[name]:.4f}" for name in tuned if name in base}
+    stages = results.get("first_stage")
+    if stages:
+        rows.update({f"{name} ndcg@10": f"{stages['base'][name]['ndcg@10']:.4f} -> {row['ndcg@10']:.4f}"
+                     for name, row in stages["fine_tuned"].items()})
+        rows["retriever"] = describe_choice(stages["retriever"])
     return {**rows, "wall time (s)": results["wall_time_s"]}
+
+
+def describe_choice(retriever: dict) -> str:
+    kind = retriever["kind"]
+    if kind == "hybrid":
+        return "hybrid, rrf" if retriever["fusion"] == "rrf" else f"hybrid, weight {retriever['weight']:g} on the model"
+    return kind
+
+
+def first_stage(cfg: Config, model, dev: RetrievalData | None, corpus: list[str], batch_size: int):
+    """The first stages on dev (pairs): BM25, the model and their fusion, and the one chosen (cfg.retriever);
+    (None, {}) without such a dev set."""
+    if dev is None or dev.kind != "pairs":
+        return None, {}
+    return task.choose_retriever(model, dev, corpus, cfg.retriever, cfg.fusion, cfg.bm25_chinese, batch_size)
+
+
+def untuned_retriever(cfg: Config) -> Retriever | None:
+    """retriever= set by name without a dev set of pairs to tune on: that one (a hybrid at weight 0.5), said."""
+    if cfg.retriever == "auto":
+        return None
+    retriever = of_weight({"dense": 1.0, "bm25": 0.0, "hybrid": 0.5}[cfg.retriever], cfg.fusion)
+    retriever.chinese = cfg.bm25_chinese
+    if cfg.retriever == "hybrid":
+        say("retriever=hybrid with no dev set of pairs to tune its weight on: 0.5 (set data.eval to tune it)")
+    return retriever
 
 
 def main(cfg: Config) -> dict:
@@ -316,6 +351,7 @@ def main(cfg: Config) -> dict:
     base = dev_metrics(evaluator, model)
     if base:
         say("base model on dev: " + ", ".join(f"{k} {v:.4f}" for k, v in base.items()))
+    _, base_stages = first_stage(cfg, model, dev, corpus, eval_batch)
 
     args = training_arguments(cfg, dev is not None, SELECTION[train.kind])
     args.prompts = prompts(cfg, train_dataset)
@@ -333,12 +369,18 @@ def main(cfg: Config) -> dict:
 
     merge_lora(trainer, cfg)
     metrics = dev_metrics(evaluator, trainer.model)
+    retriever, stages = first_stage(cfg, trainer.model, dev, corpus, eval_batch)
+    retriever = retriever or untuned_retriever(cfg)
     selection = training.selection_metric(args, SELECTION[train.kind])
+    extra = {"first_stage": {"base": base_stages, "fine_tuned": stages, "retriever": asdict(retriever)}} if stages \
+        else {}
     results = run.results(metrics, train_result, base_eval=base, selection_metric=selection,
                           rows={"train": len(train_dataset), "dev_queries": len(dev.rows) if dev else 0},
-                          pooling=pooling, normalize=normalize)
+                          pooling=pooling, normalize=normalize, **extra)
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # the stock sentence-transformers folder (SentenceTransformer.save)
+        if retriever is not None and trainer.is_world_process_zero():  # what predict --corpus and evaluate use
+            save_retriever(run.output_dir, retriever)
         run.save_files(trainer, results, selection)  # metrics.json, curve, resolved config, model card
     training.report(cfg, "embed", f"embed: dev metrics, base -> fine-tuned ({train.kind})", summary_rows(results),
                     run.output_dir)

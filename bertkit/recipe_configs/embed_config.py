@@ -53,6 +53,13 @@ class Config:
     """Put before every query (e.g. "query: " for e5, bge's instruction); saved as the model's "query" prompt."""
     passage_prefix: str = ""
     """Put before every passage (e.g. "passage: "); saved as the model's "document" prompt."""
+    retriever: Literal["auto", "dense", "bm25", "hybrid"] = "auto"
+    """The first stage `bertkit predict --corpus` and `evaluate` rank with (saved as retriever.json): auto: the best
+    on the dev set (pairs) of BM25, the model and their fusion, its weight tuned there; a name: that one."""
+    fusion: Literal["convex", "rrf"] = "convex"
+    """hybrid: convex (min-max normalised scores, the weight tuned on dev) or rrf (reciprocal-rank fusion)."""
+    bm25_chinese: Literal["bigram", "char", "jieba"] = "bigram"
+    """BM25's terms for Chinese text: characters and their bigrams (best on CMRC 2018), characters, rjieba words."""
     batch_sampler: Literal["auto", "no_duplicates", "batch_sampler"] = "auto"
     """auto: no_duplicates for in-batch-negative losses (a duplicate text in a batch is a false negative)."""
     tune: options.FineTuning = field(default_factory=options.FineTuning, metadata=INLINE)

@@ -50,6 +50,12 @@ TASKS = (
 )
 
 
+# Tasks whose predict ranks a corpus (--corpus, --top-k) and whose predict / evaluate take --retriever (the first
+# stage: bertkit/tasks/first_stage.py)
+CORPUS_RANKERS = ("embed",)
+RETRIEVERS = ("dense", "bm25", "hybrid")  # the first stages (bertkit/tasks/first_stage.py)
+
+
 def task_of_architecture(architecture: str | None) -> Task | None:
     """The task of a config.json architecture ('BertForTokenClassification' -> ner), None for a bare encoder."""
     return next((task for task in TASKS if architecture and architecture.endswith(task.suffix)), None)
@@ -163,6 +169,7 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     return settings
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "task_of_architecture", "task_of_peft", "task_module",
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "CORPUS_RANKERS", "RETRIEVERS", "task_of_architecture",
+           "task_of_peft", "task_module",
            "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
            "check_min_confidence", "settings_dict", "read_settings"]

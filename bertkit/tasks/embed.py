@@ -7,7 +7,9 @@ encoding texts, and `bertkit predict` / `evaluate` on an embed run. Reading the 
     encode(embedder, texts, "query")                -> (N, D) float32, the run's query prefix applied
     predict_file(run_dir, "texts.jsonl", "vectors.npy")           one vector per row (.jsonl or .npy)
     predict_top_k(run_dir, "queries.jsonl", "top.jsonl", corpus="corpus.txt", top_k=10)
+        ranked by the first stage the run chose on dev: the model, BM25 or both fused (bertkit/tasks/first_stage.py)
     evaluate_file(run_dir, "dev.jsonl")             -> NDCG@10, MRR@10, Recall@1/10/100 (pairs) or Spearman (scored)
+    choose_retriever(model, dev, corpus)            -> (Retriever, {"bm25", "dense", "hybrid": dev metrics})
 
 What a run saves is the stock sentence-transformers layout: modules.json (only sentence_transformers classes),
 config.json (`model_type: bert`, `BertModel`), 1_Pooling/config.json (pooling), 2_Normalize (normalised vectors),
@@ -34,7 +36,9 @@ from ..errors import BertkitError
 from ..families import position_limit
 from ..rundir import atomic_output, check_output_path, write_json
 from . import SETTINGS_KEY, no_confidence_cut, read_settings
-from .retrieval_files import (RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
+from .first_stage import DEPTH, RETRIEVER_FILE, RETRIEVERS, Candidates, Retriever, choose, fuse, of_weight
+from .first_stage import load as load_retriever
+from .retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
                               read_corpus, read_retrieval_file, spearman, top_k)
 
 POOLING_MODES = ("cls", "mean", "max", "lasttoken", "weightedmean")
@@ -192,7 +196,7 @@ class Embedder:
     """A loaded embedding model (a SentenceTransformer, bertkit's BERT inside where the checkpoint is BERT)."""
 
     model: object
-    settings: Settings
+    settings: Settings | None = None
 
 
 def load_predictor(model_dir: str) -> Embedder:
@@ -303,19 +307,68 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     return len(texts)
 
 
+def first_stage(embedder: "Embedder | None", queries: list[str], passages: list[str], retriever: Retriever,
+                batch_size: int = 64, depth: int = DEPTH) -> Candidates:
+    """Each query's best `depth` passages by the sides `retriever` uses: the model's cosine, BM25, or both."""
+    index = BM25Index(passages, retriever.chinese) if retriever.uses_bm25 else None
+    dense = retriever.uses_model
+    return Candidates.of(encode(embedder, queries, QUERY, batch_size) if dense else None,
+                         encode(embedder, passages, DOCUMENT, batch_size) if dense else None, index, queries, depth)
+
+
+def choose_retriever(model, dev: RetrievalData, corpus: list[str] = (), kind: str = "auto", fusion: str = "convex",
+                     chinese: str = "bigram", batch_size: int = 64) -> tuple[Retriever, dict[str, dict]]:
+    """The first stage a run answers with, chosen on its dev set (pairs): BM25, the model `model` (a
+    SentenceTransformer) or their fusion, the weight tuned there (bertkit/tasks/first_stage.py); and each one's dev
+    metrics."""
+    ir = ir_dev_set(dev, corpus)
+    queries, passages = list(ir.queries.values()), list(ir.corpus.values())
+    candidates = first_stage(Embedder(model), queries, passages, Retriever("hybrid", chinese=chinese),
+                             batch_size)
+    retriever, rows = choose(candidates, ir.relevant_indices(), fusion, kind)
+    retriever.chinese = chinese
+    return retriever, rows
+
+
+def retriever_of(model_dir: str, asked: str | None = None) -> Retriever:
+    """The first stage that ranks for `model_dir`: `asked` (dense, bm25 or hybrid: predict / evaluate --retriever)
+    over the one its run chose on dev (retriever.json), else the model alone; said in one line, with why."""
+    saved = load_retriever(model_dir)
+    if asked is not None and asked not in RETRIEVERS:
+        raise BertkitError(f"--retriever {asked}: use {', '.join(RETRIEVERS)}")
+    if asked is None and saved is not None:
+        dev = ", ".join(f"{name} {value:.3f}" for name, value in saved.dev.items())
+        say(f"ranking with {saved.kind} ({saved.describe()}): the run chose it on its dev set"
+            + (f" (NDCG@10 {dev})" if dev else ""))
+        return saved
+    if asked is None:
+        say(f"ranking with dense (the embedding model alone): {model_dir} has no {RETRIEVER_FILE} (a run with a dev "
+            "set of pairs chooses between BM25, the model and both) — --retriever hybrid fuses BM25 in")
+        return Retriever("dense")
+    chosen = of_weight(1.0 if asked == "dense" else 0.0) if asked != "hybrid" else (
+        saved if saved is not None and saved.kind == "hybrid" else Retriever("hybrid", 0.5))
+    if saved is not None:
+        chosen.chinese = saved.chinese
+    how = "" if asked != "hybrid" or (saved is not None and saved.kind == "hybrid") else \
+        " at weight 0.5 (the run tuned none)" if chosen.fusion == "convex" else ""
+    say(f"ranking with {asked} ({chosen.describe()}){how}: asked for by --retriever")
+    return chosen
+
+
 def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str, top: int = 10,
-                  batch_size: int = 64) -> int:
-    """For each query of `input_path`, the `top` passages of `corpus` by cosine, best first, as JSONL:
-    {"query", "results": [{"rank", "passage", "score"}, ...]}."""
+                  batch_size: int = 64, retriever: str | None = None) -> int:
+    """For each query of `input_path`, the `top` passages of `corpus`, best first, as JSONL {"query", "results":
+    [{"rank", "passage", "score"}, ...]}, ranked by the first stage the run chose (retriever_of: cosine, BM25 or
+    their fusion, whose score is the fused one)."""
     if top < 1:
         raise BertkitError(f"--top-k {top}: give at least 1")
     output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
                                     suffixes=(".jsonl", ".json"))
     queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
     passages = read_corpus(corpus)
-    embedder = load_predictor(model_dir)
-    ranked, scores = top_k(encode(embedder, queries, QUERY, batch_size),
-                           encode(embedder, passages, DOCUMENT, batch_size), top)
+    chosen = retriever_of(model_dir, retriever)
+    embedder = load_predictor(model_dir) if chosen.uses_model else None
+    ranked, scores = fuse(first_stage(embedder, queries, passages, chosen, batch_size, max(DEPTH, top)), chosen, top)
     with atomic_output(output_path, "rankings") as handle:
         for query, row, row_scores in zip(queries, ranked, scores):
             results = [{"rank": r + 1, "passage": passages[i], "score": round(float(s), 6)}
@@ -324,14 +377,25 @@ def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str
     return len(queries)
 
 
-def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
-    """Ranking metrics of the model on a dev file (every query ranks all the file's passages) or, for scored
-    pairs, Spearman."""
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64, *,
+                  retriever: str | None = None) -> dict:
+    """Ranking metrics on a dev file (every query ranks all the file's passages) by the first stage the run chose
+    (retriever_of) or, for scored pairs, Spearman of the model's cosine."""
     if output_path:
         output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
-    embedder = load_predictor(model_dir)
     dev = read_examples(input_path, allow_no_positive=True)
-    metrics = compute_metrics_fn(dev, batch_size=batch_size)(embedder)
+    if dev.kind == "scored":
+        if retriever is not None:
+            raise BertkitError(f"--retriever {retriever}: {input_path} holds scored pairs, which the model's cosine "
+                               "alone scores — leave --retriever out")
+        metrics = compute_metrics_fn(dev, batch_size=batch_size)(load_predictor(model_dir))
+    else:
+        chosen = retriever_of(model_dir, retriever)
+        ir = ir_dev_set(dev)
+        queries, passages = list(ir.queries.values()), list(ir.corpus.values())
+        embedder = load_predictor(model_dir) if chosen.uses_model else None
+        ranked, _ = fuse(first_stage(embedder, queries, passages, chosen, batch_size), chosen, 100)
+        metrics = ir_metrics(ranked, ir.relevant_indices())
     if output_path:
         passages = len(distinct_texts(dev.rows))
         write_json(Path(output_path), {"file": str(input_path), "examples": len(dev.rows), "passages": passages,

@@ -11,8 +11,8 @@ serving); nothing here loads a model except `mine_negatives`, which is handed on
     ranked, scores = top_k(query_vectors, corpus_vectors, k=100)    -> (Q, k) indices by cosine, best first
     ir_metrics(ranked, [{relevant indices} per query])  -> {"ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"}
     spearman(predicted, gold)                            -> float (scored pairs)
-    BM25Index(corpus).search(queries, k)                 -> (Q, k) indices, scores (bm25s; Chinese by characters or
-                                                            rjieba words)
+    BM25Index(corpus).search(queries, k)                 -> (Q, k) indices, scores (bm25s; Chinese by characters and
+                                                            their bigrams)
     mine_negatives(rows, corpus, model=st_model, bm25=True, ...) -> Mined(rows with negatives, near-duplicate count)
     write_flag_jsonl(rows, path)                         -> FlagEmbedding's {"query", "pos": [...], "neg": [...]}
 
@@ -343,11 +343,11 @@ def spearman(predicted: Sequence[float], gold: Sequence[float]) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# BM25 (the bm25s package): English by words without stopwords, Chinese by characters or rjieba words
+# BM25 (the bm25s package): English by words without stopwords, Chinese by characters and their bigrams
 
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_ZH_CHAR_TOKENS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
+_ZH_RUNS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[A-Za-z0-9]+")
 _ZH_WORD = re.compile(r"\w")
 
 
@@ -358,9 +358,15 @@ def is_chinese(texts: Sequence[str], sample: int = 200) -> bool:
     return letters > 0 and len(_CJK.findall(joined)) / letters >= 1 / 3
 
 
-def bm25_tokens(texts: Sequence[str], chinese: str = "char", zh: bool | None = None) -> list[list[str]]:
-    """Each text as BM25 terms. Chinese (`zh`, auto-detected when None): single characters (chinese="char") or
-    rjieba words (chinese="jieba"), ASCII words kept whole; else bm25s' word tokenizer with English stopwords."""
+CHINESE_TERMS = ("bigram", "char", "jieba")
+
+
+def bm25_tokens(texts: Sequence[str], chinese: str = "bigram", zh: bool | None = None) -> list[list[str]]:
+    """Each text as BM25 terms. Chinese (`zh`, auto-detected when None): every character and every pair of adjacent
+    characters (chinese="bigram", the default), single characters ("char") or rjieba words ("jieba"), ASCII words
+    kept whole; else bm25s' word tokenizer with English stopwords. On CMRC 2018's trial set (1,000 questions over 256
+    paragraphs, NDCG@10) bigrams gave 0.988 / 0.992 (train / dev questions), characters 0.980 / 0.976, rjieba words
+    0.977 / 0.993: bigrams were never far from the best and need no word segmenter (docs/retrieval.md)."""
     zh = is_chinese(texts) if zh is None else zh
     if not zh:
         import bm25s
@@ -370,16 +376,28 @@ def bm25_tokens(texts: Sequence[str], chinese: str = "char", zh: bool | None = N
         import rjieba
 
         return [[w.lower() for w in rjieba.cut(text) if _ZH_WORD.search(w)] for text in texts]
-    if chinese != "char":
-        raise BertkitError(f"BM25 Chinese tokenization '{chinese}' is unknown — use char or jieba")
-    return [[t.lower() for t in _ZH_CHAR_TOKENS.findall(text)] for text in texts]
+    if chinese not in CHINESE_TERMS:
+        raise BertkitError(f"BM25 Chinese terms '{chinese}' are unknown — use {', '.join(CHINESE_TERMS)}")
+    return [_chinese_terms(text.lower(), chinese == "bigram") for text in texts]
+
+
+def _chinese_terms(text: str, bigrams: bool) -> list[str]:
+    terms = []
+    for run in _ZH_RUNS.findall(text):
+        if not _CJK.match(run):  # an ASCII word
+            terms.append(run)
+            continue
+        terms.extend(run)
+        if bigrams:
+            terms.extend(run[i:i + 2] for i in range(len(run) - 1))
+    return terms
 
 
 class BM25Index:
     """A BM25 index over `corpus` (bm25s): `search(queries, k)` -> (Q, k) corpus indices, best first, and scores.
     The language is decided once from the corpus (is_chinese) and used for the queries too."""
 
-    def __init__(self, corpus: Sequence[str], chinese: str = "char"):
+    def __init__(self, corpus: Sequence[str], chinese: str = "bigram"):
         import bm25s
 
         self.corpus, self.chinese = list(corpus), chinese
@@ -479,7 +497,7 @@ def _bm25_negatives(rows: list[RetrievalRow], corpus: list[str], num_negatives: 
 def mine_negatives(rows: Sequence[RetrievalRow], corpus: Sequence[str] = (), model=None, bm25: bool = False,
                    num_negatives: int = 3, range_min: int = 0, range_max: int | None = None,
                    relative_margin: float | None = 0.05, query_prompt: str | None = None,
-                   passage_prompt: str | None = None, chinese: str = "char", batch_size: int = 32) -> Mined:
+                   passage_prompt: str | None = None, chinese: str = "bigram", batch_size: int = 32) -> Mined:
     """Hard negatives for each distinct query of `rows`, from the passages of `corpus` and of the rows themselves:
     ranked by `model` (a SentenceTransformer; sentence_transformers.util.mine_hard_negatives), by BM25 (`bm25`), or
     both (model negatives first, BM25 filling up to num_negatives). Positives are never negatives; `range_min`
