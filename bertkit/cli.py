@@ -322,9 +322,10 @@ def predict(
     force: bool = typer.Option(False, "--force", help="Replace an existing file of another kind at -o (never the "
                                "input, a run's file or the data a run was made from)."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="embed: rank this file's passages (.txt one per "
-                                         "line, or a table with a text column) for each query, instead of vectors."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="embed with --corpus: passages written per query "
-                                        "(default 10)."),
+                                         "line, or a table with a text column) for each query, instead of vectors; "
+                                         "rerank: the run's first stage over them, then re-ranked."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="embed / rerank with --corpus: passages written per "
+                                        "query (default 10)."),
     retriever: Optional[str] = typer.Option(None, "--retriever", help=RETRIEVER_HELP),
 ):
     """Predict for every row of a file, in input order: labels with scores and probabilities (classify), entity
@@ -344,7 +345,7 @@ def predict(
     check_retriever(retriever)
     task = check_model_command(model_dir, precision)
     if corpus is not None and task not in CORPUS_RANKERS:  # ranking a corpus is the embedding models' own
-        raise BertkitError(f"--corpus is for embedding models, and {model_dir} is not one — leave it out")
+        raise BertkitError(f"--corpus is for embedding models and rerankers, and {model_dir} is neither — leave it out")
     check_inputs(input_file, corpus)
     say_first(f"predict: the {task} model {model_dir} on {input_file} -> {output}")
     from .console import console_session

@@ -54,6 +54,7 @@ h1{font-size:1.35em;margin:.4em 0}h2{font-size:1.15em;border-bottom:1px solid #d
 h3{font-size:1em;margin-bottom:.3em}
 .answer{font-size:1.1em;background:#f3f7fb;border-left:4px solid #1f77b4;padding:8px 12px}
 .note{color:#666}.missing{color:#888;font-style:italic}
+.warning{background:#fff4e5;border-left:4px solid #e8590c;padding:8px 12px}
 svg{max-width:100%;height:auto;display:block;margin:6px 0}
 table{border-collapse:collapse;margin:6px 0;font-size:.92em;display:block;overflow-x:auto;max-width:100%}
 td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
@@ -407,7 +408,15 @@ def answer_section(view: RunView, examples: dict) -> str:
                                                                view.live else ""))
     if view.recipe == "mlm" and perplexity_before(view) is not None:
         lines.append(f"held-out perplexity before training {fmt(perplexity_before(view))}")
-    return section("The answer", '<p class="answer">' + "<br>".join(lines) + "</p>")
+    return section("The answer", '<p class="answer">' + "<br>".join(lines) + "</p>" + warnings_of(view))
+
+
+def warnings_of(view: RunView) -> str:
+    """What the run warned of in metrics.json (`warnings`: e.g. a reranker worse than its first stage), each in a
+    box under the answer: a page that shows the number must show what is wrong with it."""
+    found = view.metrics.get("warnings")
+    found = [str(w) for w in found] if isinstance(found, list) else []
+    return "".join(f'<p class="warning"><strong>warning:</strong> {esc(text)}</p>' for text in found)
 
 
 # ------------------------------------------------------------------------------------------------ the curves

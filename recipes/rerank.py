@@ -40,9 +40,9 @@ from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)
 
 
-def settings(cfg: Config) -> task.Settings:
+def settings(cfg: Config, fusion_weight: float) -> task.Settings:
     """What predict / evaluate need of this run, saved in the model's config.json."""
-    return task.Settings(cfg.data.max_length, cfg.data.columns, cfg.first_stage, cfg.eval.top_k)
+    return task.Settings(cfg.data.max_length, cfg.data.columns, cfg.first_stage, cfg.eval.top_k, fusion_weight)
 
 
 def load_data(cfg: Config):
@@ -89,12 +89,18 @@ def loss_for(cfg: Config, model: CrossEncoder):
     return {"bce": BinaryCrossEntropyLoss, "lambda": LambdaLoss, "listnet": ListNetLoss}[cfg.loss](model)
 
 
-def final_metrics(model: CrossEncoder, dev: task.RerankDev, batch_size: int) -> dict:
-    """NDCG@10 / MRR@10 / Recall@10 of the first stage and after re-ranking by the final model (retrieval_files'
-    measures, the same ones `bertkit evaluate` reports)."""
+def final_metrics(model: CrossEncoder, dev: task.RerankDev, batch_size: int) -> tuple[dict, float]:
+    """NDCG@10 / MRR@10 / Recall@10 of the first stage, of the final model's re-ranking alone (`reranker_...`) and
+    of the fused score whose weight is tuned here (task.tune_fusion: never below the first stage on dev), which
+    predict and evaluate then use; and that weight. The measures are retrieval_files', as `bertkit evaluate`'s."""
     def score(queries, passages):
         return model.predict(list(zip(queries, passages)), batch_size=batch_size, show_progress_bar=False)
-    return task.compute_metrics_fn(dev)(task.rerank_scores(score, dev))
+    scores = task.rerank_scores(score, dev)
+    alone = task.compute_metrics_fn(dev)(scores)
+    weight, tried = task.tune_fusion(dev, scores)
+    fused = task.compute_metrics_fn(dev, weight)(scores)
+    return {**fused, **{f"reranker_{name}": alone[name] for name in task.REPORTED},
+            "fusion_ndcg@10": {str(w): round(v, 4) for w, v in tried.items()}}, weight
 
 
 def main(cfg: Config) -> dict:
@@ -121,20 +127,23 @@ def main(cfg: Config) -> dict:
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
 
-    metrics = final_metrics(trainer.model, dev, args.per_device_eval_batch_size) if dev else {}
+    metrics, weight = final_metrics(trainer.model, dev, args.per_device_eval_batch_size) if dev else ({}, 1.0)
     if metrics:
         task.say_metrics(metrics)
     worse = task.worse_than_first_stage(metrics) if metrics else None  # repeated after the summary table
-    setattr(trainer.model[0].model.config, tasks.SETTINGS_KEY, tasks.settings_dict(settings(cfg)))
+    setattr(trainer.model[0].model.config, tasks.SETTINGS_KEY, tasks.settings_dict(settings(cfg, weight)))
     results = run.results(metrics, train_result, selection_metric="ndcg@10", loss=cfg.loss,
                           **({"warnings": [worse]} if worse else {}))
     with run.saving(trainer):  # the completion record removed first, written last (rank 0)
         trainer.save_model(str(run.output_dir))  # CrossEncoder.save_pretrained: the stock layout
         run.save_files(trainer, results, "ndcg@10")  # metrics.json, curve, resolved config, model card
-    rows = {f"{name} (first stage -> reranked)": f"{metrics[f'first_stage_{name}']:.4f} -> {metrics[name]:.4f}"
-            for name in task.REPORTED} if metrics else {}
+    rows = {f"{name} (first stage -> reranker -> fused)": f"{metrics[f'first_stage_{name}']:.4f} -> "
+            f"{metrics[f'reranker_{name}']:.4f} -> {metrics[name]:.4f}" for name in task.REPORTED} if metrics else {}
+    if metrics:
+        rows["fusion weight (reranker's share)"] = f"{weight:g}" + (" — the reranker adds nothing: the first "
+                                                                    "stage's order is kept" if weight == 0 else "")
     if worse:
-        rows["warning"] = f"re-ranking is WORSE than {cfg.first_stage} alone (see below)"
+        rows["warning"] = f"the reranker alone is WORSE than {cfg.first_stage} alone (see below)"
     training.report(cfg, "rerank", f"rerank: {cfg.loss} loss, dev re-ranking of the {cfg.first_stage} top-"
                     f"{cfg.eval.top_k}", {**rows, "wall time (s)": results["wall_time_s"]}, run.output_dir)
     if worse:

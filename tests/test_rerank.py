@@ -109,9 +109,12 @@ def test_an_empty_query_or_passage_is_one_line_naming_the_line(tmp_path, tiny_mo
     assert "Traceback" not in result.stderr
 
 
-def test_a_reranker_worse_than_its_first_stage_says_so_in_the_summary_and_metrics_json(tmp_path, tiny_model_dir):
+def test_a_reranker_worse_than_its_first_stage_says_so_and_the_fused_ranking_keeps_the_first_stage(tmp_path,
+                                                                                                   tiny_model_dir):
     """BM25 ranks these dev questions perfectly (each names its topic); a random tiny model trained one step at a
-    tiny rate re-ranks them worse: the run must say so, by how much and what to try, not pass it off as a result."""
+    tiny rate re-ranks them worse: the run must say so, by how much and what to try, not pass it off as a result
+    (summary, metrics.json, report.html), and the re-ranked order predict and evaluate use (the fused score, its
+    weight tuned on dev) must not be worse than BM25's: weight 0, the first stage's order kept."""
     write_jsonl(tmp_path / "train.jsonl", question_rows(TOPICS[:5]))
     write_jsonl(tmp_path / "dev.jsonl", question_rows(TOPICS))
     result = bertkit("run", "rerank", f"model={tiny_model_dir}", "data.train=train.jsonl", "data.eval=dev.jsonl",
@@ -120,11 +123,22 @@ def test_a_reranker_worse_than_its_first_stage_says_so_in_the_summary_and_metric
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     metrics = saved["eval"]
-    assert metrics["first_stage_ndcg@10"] == 1.0 and metrics["ndcg@10"] < 1.0
+    assert metrics["first_stage_ndcg@10"] == 1.0 and metrics["reranker_ndcg@10"] < 1.0
+    assert metrics["ndcg@10"] == 1.0 and metrics["fusion_weight"] == 0.0  # the fused order: BM25's
     [warning] = saved["warnings"]
-    assert "WORSE" in warning and f"{1.0 - metrics['ndcg@10']:.4f} lower" in warning and "cross-encoder" in warning
+    lower = f"{1.0 - metrics['reranker_ndcg@10']:.4f} lower"
+    assert "WORSE" in warning and lower in warning and "cross-encoder" in warning
     console = " ".join((result.stdout + result.stderr).split())
-    assert "warning" in console and f"({1.0 - metrics['ndcg@10']:.4f} lower)" in console
+    assert "warning" in console and f"({lower})" in console and "the reranker adds nothing" in console
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert 'class="warning"' in page and lower in page
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["bertkit_task_settings"]["fusion_weight"] == 0.0
+    # evaluate re-ranks with the fused score: BM25's perfect order stands, and says why
+    evaluated = bertkit("evaluate", "run", "dev.jsonl", "-o", "m.json", cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert json.loads((tmp_path / "m.json").read_text())["ndcg@10"] == 1.0
+    assert "adds nothing on its dev set" in " ".join(evaluated.stderr.split())
 
 
 def test_no_warning_when_re_ranking_matches_the_first_stage():
@@ -134,6 +148,8 @@ def test_no_warning_when_re_ranking_matches_the_first_stage():
                "first_stage": "bm25", "top_k": 20}
     assert worse_than_first_stage(metrics) is None
     assert "0.1000 lower" in worse_than_first_stage({**metrics, "ndcg@10": 0.8})
+    assert worse_than_first_stage({**metrics, "reranker_ndcg@10": 0.9}) is None
+    assert "0.2000 lower" in worse_than_first_stage({**metrics, "reranker_ndcg@10": 0.7})
 
 
 def test_the_onnx_export_scores_as_the_run_and_predict_reads_it(rerank_run):
@@ -188,3 +204,59 @@ def test_first_stage_is_bm25_or_an_embed_model_folder_checked_by_validate(tmp_pa
     for good in ("bm25", minilm_dir):  # MiniLM is a sentence-transformers embedding folder
         result = runner.invoke(app, ["validate", "rerank", f"first_stage={good}"])
         assert result.exit_code == 0, result.output
+
+
+def test_the_fused_score_is_never_below_the_first_stage_on_dev_and_mixes_when_that_helps():
+    import numpy as np
+
+    from bertkit.tasks.rerank import RerankDev, fused_order, tune_fusion
+
+    # query 0: positive 0 is BM25's second and the reranker's first; query 1: positive 5 is BM25's first, and the
+    # reranker puts it last: the reranker alone gets 0 right at 1's cost, the mix gets both
+    dev = RerankDev(["q0", "q1"], [f"p{i}" for i in range(6)], [[1, 0, 2], [5, 3, 4]], [{0}, {5}], "bm25", 3,
+                    [[9.0, 8.8, 1.0], [9.0, 5.0, 4.0]])
+    reranker = [[0.0, 1.0, -5.0], [0.0, 0.4, 0.5]]
+    weight, tried = tune_fusion(dev, reranker)
+    assert tried[weight] == 1.0 > max(tried[0.0], tried[1.0]) and 0 < weight < 1
+    assert [ranked[0] for ranked in fused_order(dev, reranker, weight)] == [0, 5]  # each positive first
+    rng = np.random.default_rng(0)
+    for _ in range(5):  # any reranker, however bad: the tuned fusion is at least the first stage on dev
+        candidates = [list(rng.permutation(20)) for _ in range(8)]
+        dev = RerankDev([f"q{i}" for i in range(8)], [f"p{i}" for i in range(20)], candidates,
+                        [{int(rng.integers(20))} for _ in range(8)], "bm25", 20,
+                        [sorted(rng.uniform(0, 10, 20), reverse=True) for _ in range(8)])
+        weight, tried = tune_fusion(dev, rng.normal(size=(8, 20)).tolist())
+        assert tried[weight] >= tried[0.0]
+
+
+def test_predict_with_a_corpus_runs_the_first_stage_then_the_reranker(rerank_run, tmp_path):
+    """`bertkit predict RERANK_RUN queries --corpus C`: BM25 (the run's first stage) takes the candidates, the
+    reranker scores them, the fused score orders them; reranker_score is what /rerank and predict on pairs give."""
+    corpus = tmp_path / "corpus.txt"
+    rows = question_rows(TOPICS)
+    corpus.write_text("".join(row["positive"] + "\n" for row in rows))
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"query": row["query"]} for row in rows[7:]])
+    result = bertkit("predict", str(rerank_run / "run"), str(queries), "--corpus", str(corpus), "--top-k", "3",
+                     "-o", str(tmp_path / "top.jsonl"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    console = " ".join(result.stderr.split())
+    assert "bm25 takes the top 20 of 10 passages" in console and "fusion_weight" in console
+    settings = json.loads((rerank_run / "run" / "config.json").read_text())["bertkit_task_settings"]
+    ranked = [json.loads(line) for line in (tmp_path / "top.jsonl").read_text().splitlines()]
+    assert [r["query"] for r in ranked] == [row["query"] for row in rows[7:]]
+    pairs = []
+    for record in ranked:
+        assert [r["rank"] for r in record["results"]] == [1, 2, 3]
+        assert [r["score"] for r in record["results"]] == sorted([r["score"] for r in record["results"]], reverse=True)
+        pairs += [{"query": record["query"], "passage": r["passage"], "label": 1} for r in record["results"]]
+    write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    result = bertkit("predict", str(rerank_run / "run"), str(tmp_path / "pairs.jsonl"), "-o",
+                     str(tmp_path / "scores.jsonl"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    scored = [json.loads(line)["score"] for line in (tmp_path / "scores.jsonl").read_text().splitlines()]
+    assert [r["reranker_score"] for record in ranked for r in record["results"]] == pytest.approx(scored, abs=1e-5)
+    if settings["fusion_weight"] == 0.0:  # the first stage's order kept: BM25 puts each query's own paragraph first
+        assert all(record["results"][0]["passage"].split()[1] in record["query"] for record in ranked)
+    result = bertkit("predict", str(rerank_run / "run"), str(queries), "--corpus", str(corpus), "--retriever", "bm25",
+                     "-o", str(tmp_path / "x.jsonl"), cwd=tmp_path)
+    assert result.returncode == 2 and "re-ranks its run's own first stage" in result.stderr

@@ -50,9 +50,9 @@ TASKS = (
 )
 
 
-# Tasks whose predict ranks a corpus (--corpus, --top-k) and whose predict / evaluate take --retriever (the first
-# stage: bertkit/tasks/first_stage.py)
-CORPUS_RANKERS = ("embed",)
+# Tasks whose predict ranks a corpus (--corpus, --top-k: their module's predict_top_k) and whose predict / evaluate
+# take --retriever (the first stage: bertkit/tasks/first_stage.py; a reranker refuses it, re-ranking its run's own)
+CORPUS_RANKERS = ("embed", "rerank")
 RETRIEVERS = ("dense", "bm25", "hybrid")  # the first stages (bertkit/tasks/first_stage.py)
 
 

@@ -58,6 +58,9 @@ class Settings:
     """What `bertkit evaluate` re-ranks: BM25 over the file's passages, or an embed model folder's top-k."""
     top_k: Annotated[int, Field(ge=1)] = 20
     """Candidates per query taken from the first stage."""
+    fusion_weight: Annotated[float, Field(ge=0, le=1)] = 1.0
+    """The reranker's share of the re-ranked score (each side min-max normalised over a query's candidates), tuned on
+    the run's dev set: 1 is the reranker alone, 0 the first stage's own order (the reranker adds nothing)."""
 
     def check(self) -> None:
         if self.max_length is not None and self.max_length < 4:
@@ -120,6 +123,8 @@ class RerankDev:
     relevant: list[set[int]]
     first_stage: str
     top_k: int
+    scores: list[list[float]] = field(default_factory=list)
+    """The first stage's score of each candidate (BM25's, or the embed model's cosine)."""
 
     def samples(self) -> list[dict]:
         """sentence-transformers' CrossEncoderRerankingEvaluator samples (with always_rerank_positives=False: a
@@ -144,12 +149,19 @@ def first_stage_dev(data: RetrievalData, corpus: Sequence[str] = (), first_stage
         raise BertkitError(f"{data.path}: no query has a positive in the corpus, so there is nothing to rank — give "
                            f"the dev queries their positive passages (column '{data.columns.positive}')")
     queries = list(gold)
+    ranked, scores = first_stage_top(first_stage, queries, passages, k)
+    return RerankDev(queries, passages, ranked, [gold[q] for q in queries], first_stage, k, scores)
+
+
+def first_stage_top(first_stage: str, queries: list[str], passages: list[str], k: int
+                    ) -> tuple[list[list[int]], list[list[float]]]:
+    """Each query's `k` best passages (indices, best first) and their scores by the first stage: "bm25" or an embed
+    model folder (its query / document prompts)."""
     if first_stage == "bm25":
-        ranked, _ = BM25Index(passages).search(queries, k)
+        ranked, scores = BM25Index(passages).search(queries, k)
     else:
-        ranked, _ = top_k(*embed_for_first_stage(first_stage, queries, passages), k)
-    return RerankDev(queries, passages, [list(map(int, row)) for row in ranked], [gold[q] for q in queries],
-                     first_stage, k)
+        ranked, scores = top_k(*embed_for_first_stage(first_stage, queries, passages), k)
+    return [list(map(int, row)) for row in ranked], [list(map(float, row)) for row in scores]
 
 
 def embed_for_first_stage(path: str, queries: list[str], passages: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -164,23 +176,53 @@ def embed_for_first_stage(path: str, queries: list[str], passages: list[str]) ->
             model.encode_document(passages, batch_size=64, show_progress_bar=False))
 
 
-def compute_metrics_fn(dev: RerankDev) -> Callable[[Sequence[Sequence[float]]], dict]:
+def compute_metrics_fn(dev: RerankDev, weight: float = 1.0) -> Callable[[Sequence[Sequence[float]]], dict]:
     """The rerank metrics of a dev set: given each query's scores of its candidates (the cross-encoder's), NDCG@10,
-    MRR@10 and Recall@10 after re-ranking, beside the first stage's own (`first_stage_...`) and the ceiling
-    re-ranking cannot pass (`recall@{k}` of the first stage: the positives among the candidates)."""
+    MRR@10 and Recall@10 after re-ranking by the fused score (`weight`: fused_order), beside the first stage's own
+    (`first_stage_...`) and the ceiling re-ranking cannot pass (`recall@{k}` of the first stage: the positives among
+    the candidates)."""
     before = ir_metrics(dev.candidates, dev.relevant)
     ceiling = ir_metrics([ranked[:dev.top_k] for ranked in dev.candidates], dev.relevant)
 
     def compute_metrics(scores: Sequence[Sequence[float]]) -> dict:
-        reranked = [[ranked[i] for i in np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")]
-                    for ranked, row in zip(dev.candidates, scores)]
-        after = ir_metrics(reranked, dev.relevant)
+        after = ir_metrics(fused_order(dev, scores, weight), dev.relevant)
         return {**{name: round(after[name], 4) for name in REPORTED},
                 **{f"first_stage_{name}": round(before[name], 4) for name in REPORTED},
                 f"first_stage_recall@{dev.top_k}": round(min(ceiling["recall@100"], 1.0), 4),
-                "queries": len(dev.queries), "first_stage": dev.first_stage, "top_k": dev.top_k}
+                "queries": len(dev.queries), "first_stage": dev.first_stage, "top_k": dev.top_k,
+                "fusion_weight": weight}
 
     return compute_metrics
+
+
+def _min_max(values: Sequence[float]) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    span = values.max() - values.min() if len(values) else 0.0
+    return (values - values.min()) / span if span > 0 else np.ones_like(values)
+
+
+def fused_scores(first: Sequence[float], reranker: Sequence[float], weight: float) -> np.ndarray:
+    """One query's candidates scored `weight` * the reranker's + (1 - weight) * the first stage's, each min-max
+    normalised over the candidates: at 0 the first stage's order stands, at 1 the reranker's alone."""
+    return weight * _min_max(reranker) + (1 - weight) * _min_max(first)
+
+
+def fused_order(dev: RerankDev, scores: Sequence[Sequence[float]], weight: float) -> list[list[int]]:
+    """Each query's candidates (corpus indices) by fused score, best first (a tie keeps the first stage's order)."""
+    first = dev.scores or [[-rank for rank in range(len(row))] for row in dev.candidates]
+    return [[ranked[i] for i in np.argsort(-fused_scores(f, row, weight), kind="stable")]
+            for ranked, f, row in zip(dev.candidates, first, scores)]
+
+
+FUSION_WEIGHTS = tuple(round(i / 10, 1) for i in range(11))
+
+
+def tune_fusion(dev: RerankDev, scores: Sequence[Sequence[float]]) -> tuple[float, dict[float, float]]:
+    """The reranker's share of the fused score that ranks dev best by NDCG@10 (0: the first stage alone, 1: the
+    reranker alone; on a tie the lower, so that a reranker that adds nothing leaves the ranking alone), and the
+    NDCG@10 of each weight tried. On dev the fused ranking is never below the first stage's."""
+    ndcg = {weight: ir_metrics(fused_order(dev, scores, weight), dev.relevant)["ndcg@10"] for weight in FUSION_WEIGHTS}
+    return min(ndcg, key=lambda weight: (-round(ndcg[weight], 6), weight)), ndcg
 
 
 def rerank_scores(score_pairs: Callable[[list[str], list[str]], np.ndarray], dev: RerankDev) -> list[list[float]]:
@@ -264,22 +306,82 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     return len(pairs)
 
 
-def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
+def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64, *,
+                  retriever: str | None = None) -> dict:
     """Re-ranking metrics on a dev file (query, positive(s), optional negatives): each query's top-k of the run's
-    first stage (its saved first_stage and top_k) over the file's passages, before and after re-ranking."""
+    first stage (its saved first_stage and top_k) over the file's passages, before and after re-ranking (by the
+    fused score the run tuned: fusion_weight)."""
+    no_retriever(retriever)
     if output_path:
         output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     reranker = load_predictor(model_dir)
     settings = reranker.settings
     data = read_examples(input_path, settings.columns, allow_no_positive=True)
     dev = first_stage_dev(data, (), settings.first_stage, settings.top_k)
+    say_fusion(settings)
     total = sum(map(len, dev.candidates))
     with ExamplesProgress("re-ranking", total) as progress:
         scores = rerank_scores(lambda q, p: predict_logits(reranker, q, p, batch_size, progress), dev)
-    metrics = compute_metrics_fn(dev)(scores)
+    metrics = compute_metrics_fn(dev, settings.fusion_weight)(scores)
     if output_path:
         write_json(Path(output_path), {"file": str(input_path), **metrics})
     return metrics
+
+
+def say_fusion(settings: Settings) -> None:
+    """One line: how the re-ranked order is made, and why."""
+    weight = settings.fusion_weight
+    if weight == 1.0:
+        say("re-ranked by the reranker's score alone (fusion_weight 1)")
+    elif weight == 0.0:
+        say(f"the {settings.first_stage} order kept: the run found the reranker adds nothing on its dev set "
+            "(fusion_weight 0)")
+    else:
+        say(f"re-ranked by {weight:g} x the reranker's score + {1 - weight:g} x {settings.first_stage}'s (each "
+            "normalised per query; fusion_weight tuned on the run's dev set)")
+
+
+def no_retriever(retriever: str | None) -> None:
+    if retriever is not None:
+        raise BertkitError(f"--retriever {retriever}: a reranker re-ranks its run's own first stage (first_stage in "
+                           "the run's config) — leave --retriever out")
+
+
+def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str, top: int = 10,
+                  batch_size: int = 64, retriever: str | None = None) -> int:
+    """The pipeline: for each query of `input_path`, the run's first stage takes its top_k passages of `corpus`,
+    the reranker scores them, and the `top` best by the fused score (say_fusion) are written as JSONL {"query",
+    "results": [{"rank", "passage", "score", "reranker_score"}, ...]} (score: the fused one; reranker_score:
+    sigmoid of the logit, what /rerank answers)."""
+    from bertkit.tasks.embed import read_texts
+    from bertkit.tasks.retrieval_files import read_corpus
+
+    no_retriever(retriever)
+    if top < 1:
+        raise BertkitError(f"--top-k {top}: give at least 1")
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"))
+    queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
+    passages = read_corpus(corpus)
+    reranker = load_predictor(model_dir)
+    settings = reranker.settings
+    depth = max(settings.top_k, top)
+    ranked, first = first_stage_top(settings.first_stage, queries, passages, depth)
+    say(f"{settings.first_stage} takes the top {depth} of {len(passages)} passages for each of {len(queries)} queries")
+    say_fusion(settings)
+    with ExamplesProgress("re-ranking", sum(map(len, ranked))) as progress:
+        logits = predict_logits(reranker, [q for q, row in zip(queries, ranked) for _ in row],
+                                [passages[i] for row in ranked for i in row], batch_size, progress)
+    bounds = np.cumsum([0, *map(len, ranked)])
+    with atomic_output(output_path, "rankings") as handle:
+        for query, row, row_first, a, b in zip(queries, ranked, first, bounds, bounds[1:]):
+            fused = fused_scores(row_first, logits[a:b], settings.fusion_weight)
+            order = np.argsort(-fused, kind="stable")[:top]
+            results = [{"rank": r + 1, "passage": passages[row[i]], "score": round(float(fused[i]), 6),
+                        "reranker_score": round(float(sigmoid(np.float64(logits[a + i]))), 6)}
+                       for r, i in enumerate(order)]
+            handle.write(json.dumps({"query": query, "results": results}, ensure_ascii=False) + "\n")
+    return len(queries)
 
 
 def say_metrics(metrics: dict) -> None:
@@ -289,16 +391,19 @@ def say_metrics(metrics: dict) -> None:
 
 
 def worse_than_first_stage(metrics: dict) -> str | None:
-    """The warning of a reranker that leaves NDCG@10 below its own first stage's (None when it does not): how much
-    lower, and what to try. A model that makes the ranking worse must not pass for a result."""
-    before, after = metrics["first_stage_ndcg@10"], metrics["ndcg@10"]
+    """The warning of a reranker whose own order leaves NDCG@10 below its first stage's (None when it does not): how
+    much lower, what the fused score keeps of it, and what to try. A model that makes the ranking worse must not
+    pass for a result."""
+    before, after = metrics["first_stage_ndcg@10"], metrics.get("reranker_ndcg@10", metrics["ndcg@10"])
     if after >= before:
         return None
-    return (f"re-ranking made the {metrics['first_stage']} top-{metrics['top_k']} WORSE: NDCG@10 {before:.4f} -> "
-            f"{after:.4f} ({before - after:.4f} lower), MRR@10 {metrics['first_stage_mrr@10']:.4f} -> "
-            f"{metrics['mrr@10']:.4f} — do not deploy this model over {metrics['first_stage']} alone; train more "
-            "(train.num_train_epochs, a higher train.learning_rate / head_lr for a new head, more data or "
-            "negatives_per_query) or start from a trained cross-encoder (model=cross-encoder/ms-marco-MiniLM-L6-v2)")
+    weight = metrics.get("fusion_weight", 1.0)
+    kept = (f"; predict and evaluate use the fused score (fusion_weight {weight:g}, NDCG@10 {metrics['ndcg@10']:.4f})"
+            if "reranker_ndcg@10" in metrics else "")
+    return (f"the reranker alone made the {metrics['first_stage']} top-{metrics['top_k']} WORSE: NDCG@10 "
+            f"{before:.4f} -> {after:.4f} ({before - after:.4f} lower){kept} — train more (train.num_train_epochs, a "
+            "higher train.learning_rate / head_lr for a new head, more data or negatives_per_query) or start from a "
+            "trained cross-encoder (model=cross-encoder/ms-marco-MiniLM-L6-v2)")
 
 
 def warn_mined(mined, wanted: int) -> None:
@@ -312,6 +417,7 @@ def warn_mined(mined, wanted: int) -> None:
 
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
-           "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "first_stage_dev", "embed_for_first_stage",
+           "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "first_stage_dev", "first_stage_top",
+           "embed_for_first_stage", "fused_scores", "fused_order", "tune_fusion", "say_fusion", "predict_top_k",
            "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics", "worse_than_first_stage",
            "warn_mined"]
