@@ -128,7 +128,9 @@ atexit.register(run_log.close)
 # a load used, missed or re-initialised goes to train.log, a record to look at when a model predicts oddly (bertkit
 # says what matters of it in its own words: checkpoints.load_pretrained, describe_loading); Trainer's note that
 # checkpoints saved within a second of each other are ordered by their step (what it should do anyway) goes nowhere.
-LOG_ONLY = (" LOAD REPORT",)
+# A classifier given a new head of another width (a rerank run from a classify run) makes transformers' config say
+# `num_labels` disagrees with the old `id2label`: bertkit names the re-initialised head weights instead.
+LOG_ONLY = (" LOAD REPORT", "which is incompatible to the `id2label` map")
 NOWHERE = ("mtime may not be reliable on this filesystem",)
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes, which a log file shows as noise
 

@@ -38,6 +38,7 @@ from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 
 
 SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)
+ONE_SCORE = {"num_labels": 1, "id2label": {0: "LABEL_0"}, "label2id": {"LABEL_0": 0}}  # CrossEncoder's one label
 
 
 def settings(cfg: Config, fusion_weight: float) -> task.Settings:
@@ -77,11 +78,16 @@ def load_data(cfg: Config):
 def build_model(cfg: Config, model_path: str) -> CrossEncoder:
     """sentence-transformers' CrossEncoder with one label, its transformer replaced by bertkit's own BERT where the
     model is BERT (the same parameter names: the saved folder stays stock BertForSequenceClassification)."""
-    config = checkpoints.task_config(model_path, num_labels=1)
+    config = checkpoints.task_config(model_path, **ONE_SCORE)
     training.check_positions(cfg.data.max_length, config)
-    model = CrossEncoder(model_path, num_labels=1, max_length=cfg.data.max_length, device="cpu")
+    # a classifier of another width (a classify run) keeps its body and gets a new one-score head, said as the
+    # model loads (checkpoints.load_pretrained), instead of a size-mismatch error
+    model = CrossEncoder(model_path, num_labels=1, max_length=cfg.data.max_length, device="cpu",
+                         model_kwargs={"ignore_mismatched_sizes": True},
+                         config_kwargs={key: value for key, value in ONE_SCORE.items() if key != "num_labels"})
     if families.family_of(config).implementation == "bertkit":
-        model[0].model = checkpoints.load_pretrained(BertkitForSequenceClassification, model_path, config=config)
+        model[0].model = checkpoints.load_pretrained(BertkitForSequenceClassification, model_path, config=config,
+                                                     ignore_mismatched_sizes=True)
     return model
 
 

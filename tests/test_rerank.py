@@ -260,3 +260,21 @@ def test_predict_with_a_corpus_runs_the_first_stage_then_the_reranker(rerank_run
     result = bertkit("predict", str(rerank_run / "run"), str(queries), "--corpus", str(corpus), "--retriever", "bm25",
                      "-o", str(tmp_path / "x.jsonl"), cwd=tmp_path)
     assert result.returncode == 2 and "re-ranks its run's own first stage" in result.stderr
+
+
+def test_a_classifier_of_another_width_starts_a_reranker_with_a_new_head_said(tmp_path, tiny_model_dir):
+    """A classify run (2 labels) as the start: its body kept, its head replaced by a one-score head, said in
+    bertkit's words (no size-mismatch error, no transformers line about id2label on the console)."""
+    from helpers import tiny_task_models
+
+    classifier = tiny_task_models(tmp_path / "models", tiny_model_dir)["classify"]
+    write_jsonl(tmp_path / "train.jsonl", question_rows(TOPICS))
+    result = bertkit("run", "rerank", f"model={classifier}", "data.train=train.jsonl", "output_dir=run",
+                     "data.max_length=32", "precision=fp32", "negatives_per_query=2", "train.max_steps=1",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    console = " ".join((result.stdout + result.stderr).split())
+    assert "classifier.weight re-initialised: its shape in" in console and "needs (1, 32)" in console
+    assert "id2label" not in console
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert len(config["id2label"]) == 1
