@@ -39,6 +39,7 @@ from bertkit.recipe_configs.rerank_config import DataConfig, EvalConfig, Config
 
 SELECTION = "dev_ndcg@10"  # the evaluator's key (Trainer adds eval_)
 ONE_SCORE = {"num_labels": 1, "id2label": {0: "LABEL_0"}, "label2id": {"LABEL_0": 0}}  # CrossEncoder's one label
+NEW_HEAD_LR = 1.0e-3  # a new one-score head's learning rate unless head_lr is set (docs/benchmarks.md#retrieval)
 
 
 def settings(cfg: Config, fusion_weight: float) -> task.Settings:
@@ -91,6 +92,19 @@ def build_model(cfg: Config, model_path: str) -> CrossEncoder:
     return model
 
 
+def head_learning_rate(cfg: Config, model_path: str) -> float | None:
+    """The one-score head's learning rate: head_lr as set; else, when the start has no trained one-score head (a
+    bi-encoder such as all-MiniLM-L6-v2, a plain BERT, an MLM run, a classifier of another width), NEW_HEAD_LR,
+    said: at the body's rate a random head leaves the loss at chance and the ranking random (docs/retrieval.md)."""
+    if cfg.tune.head_lr is not None:
+        return cfg.tune.head_lr
+    if task.has_one_score_head(checkpoints.load_model_config(model_path)):
+        return None
+    say(f"{cfg.model} has no trained one-score head, so the new one learns at head_lr={NEW_HEAD_LR:g} while the body "
+        f"learns at train.learning_rate (set head_lr to change it)")
+    return NEW_HEAD_LR
+
+
 def loss_for(cfg: Config, model: CrossEncoder):
     return {"bce": BinaryCrossEntropyLoss, "lambda": LambdaLoss, "listnet": ListNetLoss}[cfg.loss](model)
 
@@ -125,9 +139,10 @@ def main(cfg: Config) -> dict:
         args = CrossEncoderTrainingArguments(**arguments, **flags, disable_tqdm=True)
     except (ValueError, TypeError) as error:
         raise training.arguments_refused(error) from None
+    head_lr = head_learning_rate(cfg, model_path)
     trainer = CrossEncoderTrainer(
         model=model, args=args, train_dataset=train, loss=loss_for(cfg, model), evaluator=evaluator,
-        optimizers=(optimizer_with_llrd(model[0].model, args, cfg.tune.llrd, cfg.tune.head_lr), None),
+        optimizers=(optimizer_with_llrd(model[0].model, args, cfg.tune.llrd, head_lr), None),
         callbacks=training.early_stopping(cfg, dev is not None))
     trainer.add_callback(training.LossGuard(trainer))  # a NaN / exploding loss stops the run in one line
     with run.training(trainer) as checkpoint:  # the replaced run cleared now; a full disk is one line

@@ -278,3 +278,23 @@ def test_a_classifier_of_another_width_starts_a_reranker_with_a_new_head_said(tm
     assert "id2label" not in console
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert len(config["id2label"]) == 1
+
+
+def test_a_new_head_gets_its_own_learning_rate_and_a_trained_one_keeps_the_bodys(rerank_run, tiny_model_dir,
+                                                                                   tmp_path):
+    """A start without a trained one-score head (here a plain BERT) trains its new head at the recipe's own
+    rate, said; a reranker's own head (a rerank run as the start) and a head_lr that is set are left alone."""
+    write_jsonl(tmp_path / "train.jsonl", question_rows(TOPICS))
+    common = ["data.train=train.jsonl", "data.max_length=32", "precision=fp32", "negatives_per_query=1",
+              "train.max_steps=1"]
+    fresh = bertkit("run", "rerank", f"model={tiny_model_dir}", "output_dir=fresh", *common, cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    said = " ".join(fresh.stderr.split())
+    assert "has no trained one-score head, so the new one learns at head_lr=0.001" in said
+    assert "learning rate 2e-05 for all" not in said  # the head's rate differs: the table of rates is shown
+    again = bertkit("run", "rerank", f"model={rerank_run / 'run'}", "output_dir=again", *common, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "one-score head" not in again.stderr
+    chosen = bertkit("run", "rerank", f"model={tiny_model_dir}", "output_dir=chosen", "head_lr=5.0e-4", *common,
+                     cwd=tmp_path)
+    assert chosen.returncode == 0 and "one-score head" not in chosen.stderr

@@ -246,6 +246,14 @@ class Reranker:
     settings: Settings
 
 
+def has_one_score_head(config) -> bool:
+    """Whether a checkpoint's config (transformers' PretrainedConfig) is a sequence classifier with one output, a
+    trained reranker's head (a CrossEncoder); anything else starts a reranker with a new head."""
+    architectures = getattr(config, "architectures", None) or []
+    return any(name.endswith("ForSequenceClassification") for name in architectures) and \
+        getattr(config, "num_labels", None) == 1
+
+
 def load_predictor(model_dir: str) -> Reranker:
     """The reranker of a rerank run directory, of a stock sentence-transformers CrossEncoder folder, or of their ONNX
     export, with the settings it was trained under."""
@@ -417,7 +425,7 @@ def warn_mined(mined, wanted: int) -> None:
 
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
-           "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "first_stage_dev", "first_stage_top",
-           "embed_for_first_stage", "fused_scores", "fused_order", "tune_fusion", "say_fusion", "predict_top_k",
-           "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics", "worse_than_first_stage",
-           "warn_mined"]
+           "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "has_one_score_head", "first_stage_dev",
+           "first_stage_top", "embed_for_first_stage", "fused_scores", "fused_order", "tune_fusion", "say_fusion",
+           "predict_top_k", "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics",
+           "worse_than_first_stage", "warn_mined"]
