@@ -24,6 +24,8 @@ The request shape follows Text Embeddings Inference's `/predict` where the task 
 `{"inputs": [["a"], ["b"]]}` and, for a model trained on pairs, `{"inputs": ["a", "b"]}` as one pair; a list of
 strings is a batch of single texts for a model that takes one text. Other tasks take objects:
 ner `"text"`, qa `{"question", "context"}`, choice `{"context", "question", "options"}`, mlm `"a [MASK] text"`.
+Each shape, its checks and its answer are the task's own (`Endpoint` in bertkit/tasks/<task>, on the interface of
+bertkit/tasks/serving.py): this module serves whichever the model's task gives, and knows none of them.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations, which name classes local to
@@ -40,10 +42,11 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 from . import speed
 from .errors import BertkitError, require_packages
+from .tasks.serving import InputError
 
 @dataclass
 class Limits:
@@ -75,386 +78,6 @@ class Limits:
         if self.max_queue < self.max_inputs:
             raise BertkitError(f"--max-queue {self.max_queue} is below --max-inputs {self.max_inputs}: a full "
                                "request could never be queued — raise --max-queue")
-
-
-class InputError(ValueError):
-    """A request input the task cannot take: answered 422 with this message."""
-
-
-# ----------------------------------------------------------------------------------------------- the tasks
-
-
-def _text(value, where: str) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"{where} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _filled(value, where: str) -> str:
-    """A text the task needs words in: an empty (or blank) one is refused, as `bertkit run` refuses it in training
-    data, instead of answered with a guess."""
-    if not _text(value, where).strip():
-        raise InputError(f"{where} is empty — give it some text (training refuses empty texts too)")
-    return value
-
-
-def _items(inputs, where: str = "inputs") -> list:
-    """A request's inputs as a list: one input (a string or an object) or a list of them."""
-    return list(inputs) if isinstance(inputs, list) else [inputs]
-
-
-def _token_counter(tokenizer, max_length: int):
-    def count(firsts: list[str], seconds: list[str] | None = None) -> list[int]:
-        encoded = tokenizer(firsts, seconds, truncation=True, max_length=max_length) if seconds else \
-            tokenizer(firsts, truncation=True, max_length=max_length)
-        return [len(ids) for ids in encoded["input_ids"]]
-    return count
-
-
-class ClassifyEndpoint:
-    """Texts or pairs in; label, score and every probability out (multi-label: the labels over the threshold)."""
-
-    name = "classify"
-
-    def __init__(self, run_dir: str):
-        from .tasks.classify import load_predictor
-
-        self.predictor = classifier = load_predictor(run_dir)
-        # Whether the model reads pairs is known when its run named the pair column; TEI reads ["a", "b"] as one
-        # pair, and so does bertkit then; otherwise a list of strings is a batch of single texts.
-        self.takes_pairs = bool(classifier.column_overrides.get("text_pair_column"))
-        self.count = _token_counter(classifier.tokenizer, classifier.max_length)
-        self.info = {"labels": classifier.labels.names, "label_kind": classifier.labels.kind,
-                     "pairs": self.takes_pairs, "max_length": classifier.max_length,
-                     "long_doc": classifier.long_doc.strategy, "temperature": classifier.temperature,
-                     "abstain_below": classifier.abstain_below}
-
-    @staticmethod
-    def one(value, where: str) -> tuple[str, str | None]:
-        if isinstance(value, str):
-            return _filled(value, where), None
-        if isinstance(value, dict):
-            if set(value) - {"text", "text_pair"} or "text" not in value:
-                raise InputError(f"{where}: an object input takes \"text\" (and \"text_pair\"), got "
-                                 f"{sorted(value)}")
-            pair = value.get("text_pair")
-            return (_filled(value["text"], f"{where}.text"),
-                    None if pair is None else _filled(pair, f"{where}.text_pair"))
-        if isinstance(value, list) and len(value) in (1, 2):
-            texts = [_filled(v, f"{where}[{i}]") for i, v in enumerate(value)]
-            return texts[0], texts[1] if len(texts) == 2 else None
-        raise InputError(f"{where} must be a text, [text], [text, text_pair] or {{\"text\", \"text_pair\"}}")
-
-    def parse(self, inputs) -> list:
-        if isinstance(inputs, list) and self.takes_pairs and len(inputs) == 2 and \
-                all(isinstance(v, str) for v in inputs):
-            inputs = [inputs]  # TEI: ["a", "b"] is one pair
-        examples = [self.one(value, f"inputs[{i}]") for i, value in enumerate(_items(inputs))]
-        if len({pair is None for _, pair in examples}) > 1:
-            raise InputError("mixed inputs: give every input as a pair, or none")
-        return examples
-
-    def chars(self, example) -> int:
-        return len(example[0]) + len(example[1] or "")
-
-    def tokens(self, examples: list) -> list[int]:
-        paired = examples[0][1] is not None
-        return self.count([t for t, _ in examples], [p for _, p in examples] if paired else None)
-
-    def predict(self, examples: list) -> list[dict]:
-        from .tasks.classify import describe_prediction, predict_probabilities
-
-        labels, records = self.predictor.labels, [None] * len(examples)
-        for paired in (False, True):  # a batch may join requests of pairs and of single texts
-            indices = [i for i, (_, pair) in enumerate(examples) if (pair is not None) == paired]
-            if indices:
-                probs = predict_probabilities(self.predictor, [examples[i][0] for i in indices],
-                                              [examples[i][1] for i in indices] if paired else None)
-                for i, row in zip(indices, probs):
-                    records[i] = describe_prediction(row, labels, labels.threshold,
-                                                     self.predictor.abstain_below)
-        return records
-
-
-class NerEndpoint:
-    """Texts in (split into words as the run split them); entity spans with character offsets out."""
-
-    name = "ner"
-
-    def __init__(self, run_dir: str):
-        from .tasks.ner import load_predictor
-
-        self.predictor = tagger = load_predictor(run_dir)
-        self.count = _token_counter(tagger.tokenizer, tagger.settings.max_length)
-        self.info = {"entity_types": sorted({label.split("-", 1)[-1] for label in tagger.id2label.values()
-                                             if label != "O"}), "max_length": tagger.settings.max_length}
-
-    def parse(self, inputs) -> list:
-        from .tasks.ner import Sentence, split_words
-
-        sentences = []
-        for i, value in enumerate(_items(inputs)):
-            if isinstance(value, dict) and set(value) == {"text"}:
-                value = value["text"]
-            text = _filled(value, f"inputs[{i}]")
-            offsets = split_words(text, self.predictor.settings.split)
-            sentences.append(Sentence([text[a:b] for a, b in offsets], None, f"inputs[{i}]", text, offsets))
-        return sentences
-
-    def chars(self, sentence) -> int:
-        return len(sentence.text)
-
-    def tokens(self, sentences: list) -> list[int]:
-        return self.count([sentence.text for sentence in sentences])
-
-    def predict(self, sentences: list) -> list[dict]:
-        from .tasks.ner import decode, entities_from_tags, predict_word_probabilities
-
-        records = []
-        for sentence, word_probs in zip(sentences, predict_word_probabilities(self.predictor, sentences)):
-            tags, scores = decode(word_probs, self.predictor.id2label)
-            records.append({"text": sentence.text, "entities": entities_from_tags(sentence, tags, scores)})
-        return records
-
-
-class QAEndpoint:
-    """{question, context} in; the answer span with its offsets and score out (and the null score under v2)."""
-
-    name = "qa"
-
-    def __init__(self, run_dir: str):
-        from .tasks.qa import load_predictor
-
-        self.predictor = qa = load_predictor(run_dir)
-        self.count = _token_counter(qa.tokenizer, 10**9)  # the context is cut into windows: every token costs
-        self.info = {"max_length": qa.settings.max_length, "doc_stride": qa.settings.doc_stride}
-
-    def parse(self, inputs) -> list:
-        from .tasks.qa import QAExample
-
-        examples = []
-        for i, value in enumerate(_items(inputs)):
-            where = f"inputs[{i}]"
-            if not isinstance(value, dict) or not {"question", "context"} <= set(value) or \
-                    set(value) - {"question", "context", "id"}:
-                raise InputError(f"{where} must be {{\"question\", \"context\"}} (and an optional \"id\")")
-            examples.append(QAExample(str(value.get("id", i)), _filled(value["question"], f"{where}.question"),
-                                      _filled(value["context"], f"{where}.context"), [], where))
-        return examples
-
-    def chars(self, example) -> int:
-        return len(example.question) + len(example.context)
-
-    def tokens(self, examples: list) -> list[int]:
-        return self.count([e.question for e in examples], [e.context for e in examples])
-
-    def predict(self, examples: list) -> list[dict]:
-        from .tasks.qa import predict_examples, prediction_record
-
-        predictions = predict_examples(self.predictor, examples)
-        return [prediction_record(e, p, self.predictor.settings.null_threshold) for e, p in zip(examples, predictions)]
-
-
-class ChoiceEndpoint:
-    """{context, question, options} in; the chosen option, its score and every option's probability out."""
-
-    name = "choice"
-
-    def __init__(self, run_dir: str):
-        from .tasks.choice import load_predictor
-
-        self.predictor = chooser = load_predictor(run_dir)
-        self.count = _token_counter(chooser.tokenizer, chooser.settings.max_length)
-        self.info = {"max_length": chooser.settings.max_length}
-
-    def parse(self, inputs) -> list:
-        from .tasks.choice import ChoiceExample
-
-        examples = []
-        for i, value in enumerate(_items(inputs)):
-            where = f"inputs[{i}]"
-            options = value.get("options", value.get("choices")) if isinstance(value, dict) else None
-            if not isinstance(options, list) or len(options) < 2 or \
-                    set(value) - {"context", "question", "options", "choices"}:
-                raise InputError(f"{where} must be {{\"context\", \"question\", \"options\": [at least two]}}")
-            examples.append(ChoiceExample(_text(value.get("context", ""), f"{where}.context"),
-                                          _text(value.get("question", ""), f"{where}.question"),
-                                          [_text(o, f"{where}.options[{j}]") for j, o in enumerate(options)],
-                                          None, where))
-        return examples
-
-    def chars(self, example) -> int:
-        return len(example.context) + len(example.question) + sum(len(o) for o in example.options)
-
-    def tokens(self, examples: list) -> list[int]:
-        return [sum(self.count([e.context] * len(e.options), [f"{e.question} {o}" for o in e.options]))
-                for e in examples]
-
-    def predict(self, examples: list) -> list[dict]:
-        from .tasks.choice import predict_probabilities
-
-        records = []
-        for example, row in zip(examples, predict_probabilities(self.predictor, examples)):
-            best = int(row.argmax())
-            records.append({"question": example.question, "choice": best, "option": example.options[best],
-                            "score": round(float(row[best]), 6), "probabilities": [round(float(p), 6) for p in row]})
-        return records
-
-
-class MaskedLMEndpoint:
-    """Texts holding the mask token in; per mask, the likeliest tokens with their probabilities out."""
-
-    name = "mlm"
-
-    def __init__(self, run_dir: str):
-        from .tasks.mlm import TOP_K, load_predictor
-
-        self.predictor = predictor = load_predictor(run_dir)
-        self.mask, self.top_k = predictor.tokenizer.mask_token, TOP_K
-        self.count = _token_counter(predictor.tokenizer, predictor.settings.max_length)
-        self.info = {"mask_token": self.mask, "top_k": TOP_K, "max_length": predictor.settings.max_length}
-
-    def parse(self, inputs) -> list:
-        texts = [_text(value, f"inputs[{i}]") for i, value in enumerate(_items(inputs))]
-        for i, text in enumerate(texts):
-            if self.mask not in text:
-                raise InputError(f"inputs[{i}] holds no {self.mask}: nothing to fill")
-        return texts
-
-    def chars(self, text: str) -> int:
-        return len(text)
-
-    def tokens(self, texts: list) -> list[int]:
-        return self.count(texts)
-
-    def predict(self, texts: list) -> list[dict]:
-        return [{"text": text, "masks": masks} for text, masks in zip(texts, self.predictor.top_tokens(texts,
-                                                                                                        self.top_k))]
-
-
-class EmbedEndpoint:
-    """TEI's POST /embed on a sentence-transformers embedding folder (an embed run, a stock model such as
-    all-MiniLM-L6-v2, or its ONNX export): texts in, one vector each out, exactly as `SentenceTransformer(path)
-    .encode(texts, prompt_name=...)` gives it (the model's own pooling, Normalize module and saved prompts; without
-    prompt_name its default_prompt_name, if any). normalize=true (TEI's default) L2-normalises the vectors;
-    normalize=false gives them as the model outputs them (still unit length for a model that saved a Normalize
-    module, as SentenceTransformer.encode does)."""
-
-    name, route = "embed", "/embed"
-
-    def __init__(self, run_dir: str):
-        model = load_embedder(run_dir)
-        self.predictor = _Holder(model)
-        self.prompts = dict(getattr(model, "prompts", None) or {})
-        self.default_prompt = getattr(model, "default_prompt_name", None)
-        self.count = _token_counter(model.tokenizer, model.max_seq_length)
-        self.info = {"dimension": model.get_embedding_dimension(), "max_length": model.max_seq_length,
-                     "prompts": self.prompts, "default_prompt_name": self.default_prompt}
-
-    def parse(self, body) -> list[tuple[str, str | None, bool]]:
-        """(text, prompt name, normalize) per input."""
-        name = body.prompt_name if body.prompt_name is not None else self.default_prompt
-        if name is not None and name not in self.prompts:
-            raise InputError(f"prompt_name {name!r}: this model's prompts are {sorted(self.prompts) or 'none'}")
-        texts = [_filled(value, f"inputs[{i}]") for i, value in enumerate(_items(body.inputs))]
-        return [(text, name, bool(body.normalize)) for text in texts]
-
-    def chars(self, example) -> int:
-        return len(example[0]) + len(self.prompts.get(example[1]) or "")
-
-    def tokens(self, examples: list) -> list[int]:
-        return self.count([(self.prompts.get(name) or "") + text for text, name, _ in examples])
-
-    def predict(self, examples: list) -> list[list[float]]:
-        import torch
-
-        vectors = [None] * len(examples)
-        for name in dict.fromkeys(name for _, name, _ in examples):  # a batch may join requests of several prompts
-            indices = [i for i, example in enumerate(examples) if example[1] == name]
-            encoded = torch.as_tensor(self.predictor.model.encode(
-                [examples[i][0] for i in indices], prompt_name=name, batch_size=64, show_progress_bar=False,
-                convert_to_tensor=True)).float().cpu()
-            for i, vector in zip(indices, encoded):
-                vectors[i] = torch.nn.functional.normalize(vector, dim=-1) if examples[i][2] else vector
-        return [vector.tolist() for vector in vectors]
-
-
-class RerankEndpoint:
-    """TEI's POST /rerank on a reranker (a rerank run, a sentence-transformers CrossEncoder, or its ONNX export):
-    a query and texts in; [{"index", "score"}] out, best first, the score as `CrossEncoder(path).predict` gives it
-    (sigmoid of the logit; raw_scores=true: the logit)."""
-
-    name, route = "rerank", "/rerank"
-
-    def __init__(self, run_dir: str):
-        from .tasks.rerank import load_predictor
-
-        self.predictor = reranker = load_predictor(run_dir)
-        self.count = _token_counter(reranker.tokenizer, reranker.max_length)
-        self.info = {"max_length": reranker.max_length, "activation": "sigmoid"}
-
-    def parse(self, body) -> list[tuple[str, str]]:
-        query = _filled(body.query, "query")
-        if not isinstance(body.texts, list) or not body.texts:
-            raise InputError("texts must be a non-empty list of strings")
-        texts = [_filled(value, f"texts[{i}]") for i, value in enumerate(body.texts)]
-        return [(query, text) for text in texts]
-
-    def chars(self, example) -> int:
-        return len(example[0]) + len(example[1])
-
-    def tokens(self, examples: list) -> list[int]:
-        return self.count([q for q, _ in examples], [t for _, t in examples])
-
-    def predict(self, examples: list) -> list[float]:
-        from .tasks.rerank import predict_logits
-
-        return [float(x) for x in predict_logits(self.predictor, [q for q, _ in examples], [t for _, t in examples])]
-
-    @staticmethod
-    def ranked(logits: list[float], texts: list[str], raw_scores: bool, return_text: bool) -> list[dict]:
-        """TEI's answer: every text's index and score, highest score first."""
-        def sigmoid(x: float) -> float:  # exp of -|x| only: math.exp(-x) overflowed below x = -709 (an error 500)
-            small = math.exp(-abs(x))
-            return 1 / (1 + small) if x >= 0 else small / (1 + small)
-
-        scores = logits if raw_scores else [sigmoid(x) if math.isfinite(x) else x for x in logits]
-        order = sorted(range(len(scores)), key=lambda i: -scores[i] if math.isfinite(scores[i]) else math.inf)
-        return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in order]
-
-
-def load_embedder(model_dir: str):
-    """The embedding model of a folder, at the precision `inference_precision` set: its ONNX export run by ONNX
-    Runtime, or the folder loaded by sentence-transformers itself (its modules, pooling and prompts as saved: a
-    stock folder, no trust_remote_code) and readied as predict readies a model (checkpoints.for_inference)."""
-    from .checkpoints import LOAD_PRECISION, for_inference, weights_read
-    from .onnx_model import is_onnx_export, load_onnx_embedder
-
-    if is_onnx_export(model_dir):
-        return load_onnx_embedder(model_dir, LOAD_PRECISION.get())
-    from sentence_transformers import SentenceTransformer
-
-    try:
-        with weights_read(model_dir):
-            model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise BertkitError(f"{model_dir}: sentence-transformers could not load this embedding model "
-                           f"({str(error).splitlines()[0] if str(error) else type(error).__name__}) — give an embed "
-                           "run's output_dir or a sentence-transformers model folder") from None
-    return for_inference(model)
-
-
-class _Holder:
-    """What Server reads of a predictor: its `.model` (a SentenceTransformer, or an ONNX export's runner)."""
-
-    def __init__(self, model):
-        self.model = model
-
-
-# Each task's endpoint: `parse(inputs) -> examples` (InputError: 422), `chars(example)` and `tokens(examples)` for
-# the limits and the batch budget, `predict(examples) -> records` (what `bertkit predict` writes), `info`.
-ENDPOINTS = {endpoint.name: endpoint for endpoint in (ClassifyEndpoint, NerEndpoint, QAEndpoint, ChoiceEndpoint,
-                                                      MaskedLMEndpoint, EmbedEndpoint, RerankEndpoint)}
 
 
 # ----------------------------------------------------------------------------------------------- batching
@@ -633,9 +256,9 @@ def require_serve() -> None:
 def load_endpoint(run_dir: str):
     """The task endpoint of a run directory (or export), chosen by its saved architecture as predict chooses; an
     unfinished or mixed run is refused as predict refuses it."""
-    from .tasks import task_of_model
+    from .tasks import module_for_model
 
-    return ENDPOINTS[task_of_model(run_dir)](run_dir)
+    return module_for_model(run_dir).Endpoint(run_dir)
 
 
 class Server:
@@ -667,7 +290,7 @@ class Server:
         self.limits, self.stats = limits, Stats()
         self.batcher = Batcher(self.endpoint, limits, self.stats, run_in=lambda: inference_precision(precision))
         self.info = {"model": str(Path(run_dir).resolve()), "task": self.endpoint.name,
-                     "endpoints": [getattr(self.endpoint, "route", "/predict")], "precision": self.runs_at,
+                     "endpoints": [self.endpoint.route], "precision": self.runs_at,
                      "precision_asked": precision, "engine": asdict(self.engine),
                      "implementation": type(model).__name__ if model is not None else None, "bertkit": __version__,
                      "limits": asdict(limits), **self.endpoint.info}
@@ -693,7 +316,7 @@ class Server:
 
     def wrong_route(self, route: str):
         """The 400 for a route this model does not serve, naming the one it does (None when it serves `route`)."""
-        serves = getattr(self.endpoint, "route", "/predict")
+        serves = self.endpoint.route
         if serves == route:
             return None
         return self.error(400, f"this is a {self.endpoint.name} model: POST {serves} answers it, not {route}")
@@ -753,8 +376,8 @@ def answer_errors_as_json(app, server: Server) -> None:
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
-    def shape(request: Request) -> str:
-        return '{"query": ..., "texts": [...]}' if request.url.path == "/rerank" else '{"inputs": ...}'
+    def shape(request: Request) -> str:  # only the model's own route validates a body
+        return server.endpoint.shape
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError):
@@ -780,33 +403,15 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     `precision`, and runs in one thread under that precision's autocast."""
     require_serve()
     speed.limit_kernel_cache()  # before the model's first matmul
+    from fastapi import Body as JsonBody
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response
-    from pydantic import BaseModel, ConfigDict
+
+    from .tasks import served_routes
 
     server = Server(run_dir, precision, limits or Limits(), engine)
-
-    class PredictRequest(BaseModel):  # TEI's shape; `truncate` is accepted: bertkit cuts texts as it trained
-        model_config = ConfigDict(extra="forbid")
-        inputs: Any
-        truncate: bool = True
-
-    class EmbedRequest(BaseModel):  # TEI's /embed; texts are cut at the model's max_seq_length as it encodes
-        model_config = ConfigDict(extra="forbid")
-        inputs: Any
-        normalize: bool = True
-        prompt_name: str | None = None
-        truncate: bool = True
-        truncation_direction: Literal["Right", "right"] = "Right"
-
-    class RerankRequest(BaseModel):  # TEI's /rerank; pairs are cut as the reranker trained (longest first)
-        model_config = ConfigDict(extra="forbid")
-        query: Any
-        texts: Any
-        raw_scores: bool = False
-        return_text: bool = False
-        truncate: bool = True
-        truncation_direction: Literal["Right", "right"] = "Right"
+    endpoint = server.endpoint
+    Body = endpoint.request_model()  # the task's request shape: validation and the OpenAPI schema
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -826,22 +431,19 @@ def create_app(run_dir: str, precision: str = "auto", limits: Limits | None = No
     app.get("/info")(lambda: server.info)
     app.get("/metrics")(lambda: Response(server.stats.text(), media_type="text/plain; version=0.0.4; charset=utf-8"))
 
-    @app.post("/predict")
-    async def predict(body: PredictRequest, request: Request):
-        refusal = server.wrong_route("/predict")
-        return refusal if refusal is not None else await server.predict(body.inputs, request)
+    async def serve(body: Body, request: Request):
+        return await server.predict(endpoint.inputs_of(body), request,
+                                    finish=lambda records: endpoint.answer(body, records))
 
-    @app.post("/embed")
-    async def embed(body: EmbedRequest, request: Request):
-        refusal = server.wrong_route("/embed")
-        return refusal if refusal is not None else await server.predict(body, request)
+    def refusal(route: str):
+        async def wrong_route(body: Any = JsonBody(None)):  # the body read as JSON: undecodable bytes are said first
+            return server.wrong_route(route)
+        return wrong_route
 
-    @app.post("/rerank")
-    async def rerank(body: RerankRequest, request: Request):
-        def ranked(logits):
-            return RerankEndpoint.ranked(logits, body.texts, body.raw_scores, body.return_text)
-        refusal = server.wrong_route("/rerank")
-        return refusal if refusal is not None else await server.predict(body, request, finish=ranked)
+    app.post(endpoint.route)(serve)
+    for route in served_routes():  # another task's route: 400 naming the one this model answers on
+        if route != endpoint.route:
+            app.post(route, include_in_schema=False)(refusal(route))
 
     return app
 
@@ -923,5 +525,5 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 8000, precision: st
         sys.exit(3)
 
 
-__all__ = ["Limits", "InputError", "ENDPOINTS", "Batcher", "Stats", "Server", "create_app", "load_endpoint",
+__all__ = ["Limits", "InputError", "Batcher", "Stats", "Server", "create_app", "load_endpoint",
            "listening_socket", "serve", "require_serve"]

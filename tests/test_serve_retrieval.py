@@ -146,7 +146,7 @@ def test_predict_and_evaluate_read_an_embed_export(tmp_path, minilm_dir):
 
 def test_rerank_scores_of_huge_logits_do_not_overflow():
     """math.exp(-x) overflows below x = -709: /rerank answered 500 for a very negative logit."""
-    from bertkit.serve import RerankEndpoint
+    from bertkit.tasks.rerank import Endpoint as RerankEndpoint
 
     ranked = RerankEndpoint.ranked([-1000.0, 1000.0, 0.0, -800.0], ["a", "b", "c", "d"], False, True)
     assert [r["index"] for r in ranked[:2]] == [1, 2]

@@ -54,6 +54,18 @@ TASKS = (
 # take --retriever (the first stage: bertkit/tasks/first_stage.py; a reranker refuses it, re-ranking its run's own)
 CORPUS_RANKERS = ("embed", "rerank")
 RETRIEVERS = ("dense", "bm25", "hybrid")  # the first stages (bertkit/tasks/first_stage.py)
+# The route `bertkit serve` answers a task's model on: Text Embeddings Inference's own for embeddings and reranking,
+# TEI's POST /predict for the rest (each task's Endpoint: bertkit/tasks/serving.py)
+ROUTES = {"embed": "/embed", "rerank": "/rerank"}
+
+
+def route_of(task: str) -> str:
+    return ROUTES.get(task, "/predict")
+
+
+def served_routes() -> list[str]:
+    """Every route `bertkit serve` knows: the model's own answers, the others say which one does."""
+    return list(dict.fromkeys(["/predict", *ROUTES.values()]))
 
 
 def task_of_architecture(architecture: str | None) -> Task | None:
@@ -169,7 +181,8 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     return settings
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "CORPUS_RANKERS", "RETRIEVERS", "task_of_architecture",
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "CORPUS_RANKERS", "RETRIEVERS", "ROUTES", "route_of",
+           "served_routes", "task_of_architecture",
            "task_of_peft", "task_module",
            "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
            "check_min_confidence", "settings_dict", "read_settings"]

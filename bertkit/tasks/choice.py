@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertkit.tasks import serving
 from ..checkpoints import load_finetuned, load_tokenizer
 from ..console import ExamplesProgress
 from ..datafiles import read_table, row_location
@@ -239,6 +240,49 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return metrics
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """{context, question, options} in; the chosen option, its score and every option's probability out."""
+
+    name = "choice"
+
+    def __init__(self, run_dir: str):
+        self.predictor = chooser = load_predictor(run_dir)
+        self.count = serving.token_counter(chooser.tokenizer, chooser.settings.max_length)
+        self.info = {"max_length": chooser.settings.max_length}
+
+    def parse(self, inputs) -> list:
+        examples = []
+        for i, value in enumerate(serving.items(inputs)):
+            where = f"inputs[{i}]"
+            options = value.get("options", value.get("choices")) if isinstance(value, dict) else None
+            if not isinstance(options, list) or len(options) < 2 or \
+                    set(value) - {"context", "question", "options", "choices"}:
+                raise serving.InputError(f"{where} must be {{\"context\", \"question\", \"options\": [at least two]}}")
+            examples.append(ChoiceExample(serving.text(value.get("context", ""), f"{where}.context"),
+                                          serving.text(value.get("question", ""), f"{where}.question"),
+                                          [serving.text(o, f"{where}.options[{j}]") for j, o in enumerate(options)],
+                                          None, where))
+        return examples
+
+    def chars(self, example) -> int:
+        return len(example.context) + len(example.question) + sum(len(o) for o in example.options)
+
+    def tokens(self, examples: list) -> list[int]:
+        return [sum(self.count([e.context] * len(e.options), [f"{e.question} {o}" for o in e.options]))
+                for e in examples]
+
+    def predict(self, examples: list) -> list[dict]:
+        records = []
+        for example, row in zip(examples, predict_probabilities(self.predictor, examples)):
+            best = int(row.argmax())
+            records.append({"question": example.question, "choice": best, "option": example.options[best],
+                            "score": round(float(row[best]), 6), "probabilities": [round(float(p), 6) for p in row]})
+        return records
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "ChoiceExample", "Chooser", "MultipleChoiceCollator", "accuracy",
-           "predict_probabilities"]
+           "predict_probabilities", "Endpoint"]

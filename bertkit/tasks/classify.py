@@ -32,6 +32,7 @@ import torch
 import transformers
 from pydantic import Field
 
+from bertkit.tasks import serving
 from bertkit import calibration, tasks
 from bertkit.tasks import check_min_confidence
 from bertkit.checkpoints import load_finetuned, load_tokenizer
@@ -577,10 +578,74 @@ class _RecordWriter:
         return self.output.__exit__(*exc)
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """Texts or pairs in; label, score and every probability out (multi-label: the labels over the threshold)."""
+
+    name = "classify"
+
+    def __init__(self, run_dir: str):
+        self.predictor = classifier = load_predictor(run_dir)
+        # Whether the model reads pairs is known when its run named the pair column; TEI reads ["a", "b"] as one
+        # pair, and so does bertkit then; otherwise a list of strings is a batch of single texts.
+        self.takes_pairs = bool(classifier.column_overrides.get("text_pair_column"))
+        self.count = serving.token_counter(classifier.tokenizer, classifier.max_length)
+        self.info = {"labels": classifier.labels.names, "label_kind": classifier.labels.kind,
+                     "pairs": self.takes_pairs, "max_length": classifier.max_length,
+                     "long_doc": classifier.long_doc.strategy, "temperature": classifier.temperature,
+                     "abstain_below": classifier.abstain_below}
+
+    @staticmethod
+    def one(value, where: str) -> tuple[str, str | None]:
+        if isinstance(value, str):
+            return serving.filled(value, where), None
+        if isinstance(value, dict):
+            if set(value) - {"text", "text_pair"} or "text" not in value:
+                raise serving.InputError(f"{where}: an object input takes \"text\" (and \"text_pair\"), got "
+                                 f"{sorted(value)}")
+            pair = value.get("text_pair")
+            return (serving.filled(value["text"], f"{where}.text"),
+                    None if pair is None else serving.filled(pair, f"{where}.text_pair"))
+        if isinstance(value, list) and len(value) in (1, 2):
+            texts = [serving.filled(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return texts[0], texts[1] if len(texts) == 2 else None
+        raise serving.InputError(f"{where} must be a text, [text], [text, text_pair] or {{\"text\", \"text_pair\"}}")
+
+    def parse(self, inputs) -> list:
+        if isinstance(inputs, list) and self.takes_pairs and len(inputs) == 2 and \
+                all(isinstance(v, str) for v in inputs):
+            inputs = [inputs]  # TEI: ["a", "b"] is one pair
+        examples = [self.one(value, f"inputs[{i}]") for i, value in enumerate(serving.items(inputs))]
+        if len({pair is None for _, pair in examples}) > 1:
+            raise serving.InputError("mixed inputs: give every input as a pair, or none")
+        return examples
+
+    def chars(self, example) -> int:
+        return len(example[0]) + len(example[1] or "")
+
+    def tokens(self, examples: list) -> list[int]:
+        paired = examples[0][1] is not None
+        return self.count([t for t, _ in examples], [p for _, p in examples] if paired else None)
+
+    def predict(self, examples: list) -> list[dict]:
+        labels, records = self.predictor.labels, [None] * len(examples)
+        for paired in (False, True):  # a batch may join requests of pairs and of single texts
+            indices = [i for i, (_, pair) in enumerate(examples) if (pair is not None) == paired]
+            if indices:
+                probs = predict_probabilities(self.predictor, [examples[i][0] for i in indices],
+                                              [examples[i][1] for i in indices] if paired else None)
+                for i, row in zip(indices, probs):
+                    records[i] = describe_prediction(row, labels, labels.threshold,
+                                                     self.predictor.abstain_below)
+        return records
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LongDocConfig", "first_windows", "Classifier", "predict_probabilities", "pop_doc_ids",
            "SELECTION_METRIC", "DEFAULT_THRESHOLD", "probabilities", "document_probabilities", "score",
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
            "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
            "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
-           "class_weights"]
+           "class_weights", "Endpoint"]

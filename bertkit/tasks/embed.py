@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from ..datafiles import listing, read_table, row_location
 from ..errors import BertkitError
 from ..families import position_limit
 from ..rundir import atomic_output, check_output_path, write_json
-from . import SETTINGS_KEY, no_confidence_cut, read_settings
+from . import SETTINGS_KEY, no_confidence_cut, read_settings, serving
 from .first_stage import DEPTH, RETRIEVER_FILE, RETRIEVERS, Candidates, Retriever, choose, fuse, of_weight
 from .first_stage import load as load_retriever
 from .retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
@@ -474,8 +474,104 @@ def warn_near_duplicates(near: int, total: int, by_model: bool = True) -> None:
         say(f"{near} of {total} mined negatives are near-duplicates of their query's positive")
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """TEI's POST /embed on a sentence-transformers embedding folder (an embed run, a stock model such as
+    all-MiniLM-L6-v2, or its ONNX export): texts in, one vector each out, exactly as `SentenceTransformer(path)
+    .encode(texts, prompt_name=...)` gives it (the model's own pooling, Normalize module and saved prompts; without
+    prompt_name its default_prompt_name, if any). normalize=true (TEI's default) L2-normalises the vectors;
+    normalize=false gives them as the model outputs them (still unit length for a model that saved a Normalize
+    module, as SentenceTransformer.encode does)."""
+
+    name, shape = "embed", '{"inputs": ...}'
+
+    @staticmethod
+    def request_model():
+        from pydantic import BaseModel, ConfigDict
+
+        class EmbedRequest(BaseModel):  # TEI's /embed; texts are cut at the model's max_seq_length as it encodes
+            model_config = ConfigDict(extra="forbid")
+            inputs: Any
+            normalize: bool = True
+            prompt_name: str | None = None
+            truncate: bool = True
+            truncation_direction: Literal["Right", "right"] = "Right"
+
+        return EmbedRequest
+
+    @staticmethod
+    def inputs_of(body):
+        return body
+
+    def __init__(self, run_dir: str):
+        model = load_embedder(run_dir)
+        self.predictor = _Holder(model)
+        self.prompts = dict(getattr(model, "prompts", None) or {})
+        self.default_prompt = getattr(model, "default_prompt_name", None)
+        self.count = serving.token_counter(model.tokenizer, model.max_seq_length)
+        self.info = {"dimension": model.get_embedding_dimension(), "max_length": model.max_seq_length,
+                     "prompts": self.prompts, "default_prompt_name": self.default_prompt}
+
+    def parse(self, body) -> list[tuple[str, str | None, bool]]:
+        """(text, prompt name, normalize) per input."""
+        name = body.prompt_name if body.prompt_name is not None else self.default_prompt
+        if name is not None and name not in self.prompts:
+            raise serving.InputError(f"prompt_name {name!r}: this model's prompts are {sorted(self.prompts) or 'none'}")
+        texts = [serving.filled(value, f"inputs[{i}]") for i, value in enumerate(serving.items(body.inputs))]
+        return [(text, name, bool(body.normalize)) for text in texts]
+
+    def chars(self, example) -> int:
+        return len(example[0]) + len(self.prompts.get(example[1]) or "")
+
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([(self.prompts.get(name) or "") + text for text, name, _ in examples])
+
+    def predict(self, examples: list) -> list[list[float]]:
+        import torch
+
+        vectors = [None] * len(examples)
+        for name in dict.fromkeys(name for _, name, _ in examples):  # a batch may join requests of several prompts
+            indices = [i for i, example in enumerate(examples) if example[1] == name]
+            encoded = torch.as_tensor(self.predictor.model.encode(
+                [examples[i][0] for i in indices], prompt_name=name, batch_size=64, show_progress_bar=False,
+                convert_to_tensor=True)).float().cpu()
+            for i, vector in zip(indices, encoded):
+                vectors[i] = torch.nn.functional.normalize(vector, dim=-1) if examples[i][2] else vector
+        return [vector.tolist() for vector in vectors]
+
+
+def load_embedder(model_dir: str):
+    """The embedding model of a folder, at the precision `inference_precision` set: its ONNX export run by ONNX
+    Runtime, or the folder loaded by sentence-transformers itself (its modules, pooling and prompts as saved: a
+    stock folder, no trust_remote_code) and readied as predict readies a model (checkpoints.for_inference)."""
+    from ..checkpoints import LOAD_PRECISION, for_inference, weights_read
+    from ..onnx_model import is_onnx_export, load_onnx_embedder
+
+    if is_onnx_export(model_dir):
+        return load_onnx_embedder(model_dir, LOAD_PRECISION.get())
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        with weights_read(model_dir):
+            model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise BertkitError(f"{model_dir}: sentence-transformers could not load this embedding model "
+                           f"({str(error).splitlines()[0] if str(error) else type(error).__name__}) — give an embed "
+                           "run's output_dir or a sentence-transformers model folder") from None
+    return for_inference(model)
+
+
+class _Holder:
+    """What Server reads of a predictor: its `.model` (a SentenceTransformer, or an ONNX export's runner)."""
+
+    def __init__(self, model):
+        self.model = model
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
            "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "export_settings", "read_texts",
            "predict_top_k",
-           "check_training_data", "mine_file", "warn_near_duplicates"]
+           "check_training_data", "mine_file", "warn_near_duplicates", "Endpoint"]

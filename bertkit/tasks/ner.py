@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from bertkit.tasks import serving
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say
 from bertkit.errors import BertkitError, ConfigValueError
@@ -351,11 +352,49 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return metrics
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """Texts in (split into words as the run split them); entity spans with character offsets out."""
+
+    name = "ner"
+
+    def __init__(self, run_dir: str):
+        self.predictor = tagger = load_predictor(run_dir)
+        self.count = serving.token_counter(tagger.tokenizer, tagger.settings.max_length)
+        self.info = {"entity_types": sorted({label.split("-", 1)[-1] for label in tagger.id2label.values()
+                                             if label != "O"}), "max_length": tagger.settings.max_length}
+
+    def parse(self, inputs) -> list:
+        sentences = []
+        for i, value in enumerate(serving.items(inputs)):
+            if isinstance(value, dict) and set(value) == {"text"}:
+                value = value["text"]
+            text = serving.filled(value, f"inputs[{i}]")
+            offsets = split_words(text, self.predictor.settings.split)
+            sentences.append(Sentence([text[a:b] for a, b in offsets], None, f"inputs[{i}]", text, offsets))
+        return sentences
+
+    def chars(self, sentence) -> int:
+        return len(sentence.text)
+
+    def tokens(self, sentences: list) -> list[int]:
+        return self.count([sentence.text for sentence in sentences])
+
+    def predict(self, sentences: list) -> list[dict]:
+        records = []
+        for sentence, word_probs in zip(sentences, predict_word_probabilities(self.predictor, sentences)):
+            tags, scores = decode(word_probs, self.predictor.id2label)
+            records.append({"text": sentence.text, "entities": entities_from_tags(sentence, tags, scores)})
+        return records
+
+
 __all__ = [
     "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
     "Sentence", "ReadOptions", "NerData", "SentenceWindows", "Tagger", "read_texts", "split_words", "SCHEMES",
     "split_tag", "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names",
     "continuation_ids", "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows",
     "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities",
-    "IGNORE_INDEX",
+    "IGNORE_INDEX", "Endpoint",
 ]

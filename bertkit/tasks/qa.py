@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 
+from bertkit.tasks import serving
 from bertkit.errors import BertkitError
 from bertkit.rundir import atomic_output, check_output_path
 from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
@@ -655,10 +656,45 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return metrics
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """{question, context} in; the answer span with its offsets and score out (and the null score under v2)."""
+
+    name = "qa"
+
+    def __init__(self, run_dir: str):
+        self.predictor = qa = load_predictor(run_dir)
+        self.count = serving.token_counter(qa.tokenizer, 10**9)  # the context is cut into windows: every token costs
+        self.info = {"max_length": qa.settings.max_length, "doc_stride": qa.settings.doc_stride}
+
+    def parse(self, inputs) -> list:
+        examples = []
+        for i, value in enumerate(serving.items(inputs)):
+            where = f"inputs[{i}]"
+            if not isinstance(value, dict) or not {"question", "context"} <= set(value) or \
+                    set(value) - {"question", "context", "id"}:
+                raise serving.InputError(f"{where} must be {{\"question\", \"context\"}} (and an optional \"id\")")
+            examples.append(QAExample(str(value.get("id", i)), serving.filled(value["question"], f"{where}.question"),
+                                      serving.filled(value["context"], f"{where}.context"), [], where))
+        return examples
+
+    def chars(self, example) -> int:
+        return len(example.question) + len(example.context)
+
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([e.question for e in examples], [e.context for e in examples])
+
+    def predict(self, examples: list) -> list[dict]:
+        predictions = predict_examples(self.predictor, examples)
+        return [prediction_record(e, p, self.predictor.settings.null_threshold) for e, p in zip(examples, predictions)]
+
+
 __all__ = [
     "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
     "QAExample", "ReadReport", "REPAIR_RADIUS", "locate_answer", "detect_language", "QuestionWindows",
     "check_window_settings", "answer_token_span", "Span", "Prediction", "candidate_spans", "best_prediction",
     "postprocess", "tune_null_threshold", "references", "score_predictions", "tune_and_score", "prediction_record",
-    "QAModel", "run_windows", "predict_examples",
+    "QAModel", "run_windows", "predict_examples", "Endpoint",
 ]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Callable, Sequence
+from typing import Annotated, Any, Callable, Literal, Sequence
 
 import datasets
 import numpy as np
@@ -31,6 +32,7 @@ import torch
 from pydantic import Field
 
 from bertkit import tasks
+from bertkit.tasks import serving
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say, warn
 from bertkit.errors import BertkitError
@@ -424,8 +426,74 @@ def warn_mined(mined, wanted: int) -> None:
              "was found")
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """TEI's POST /rerank on a reranker (a rerank run, a sentence-transformers CrossEncoder, or its ONNX export):
+    a query and texts in; [{"index", "score"}] out, best first, the score as `CrossEncoder(path).predict` gives it
+    (sigmoid of the logit; raw_scores=true: the logit)."""
+
+    name, shape = "rerank", '{"query": ..., "texts": [...]}'
+
+    @staticmethod
+    def request_model():
+        from pydantic import BaseModel, ConfigDict
+
+        class RerankRequest(BaseModel):  # TEI's /rerank; pairs are cut as the reranker trained (longest first)
+            model_config = ConfigDict(extra="forbid")
+            query: Any
+            texts: Any
+            raw_scores: bool = False
+            return_text: bool = False
+            truncate: bool = True
+            truncation_direction: Literal["Right", "right"] = "Right"
+
+        return RerankRequest
+
+    @staticmethod
+    def inputs_of(body):
+        return body
+
+    def answer(self, body, records: list) -> list:
+        """TEI's answer: the reranker's own scores (not the fused ones of predict --corpus), best first."""
+        return self.ranked(records, body.texts, body.raw_scores, body.return_text)
+
+    def __init__(self, run_dir: str):
+        self.predictor = reranker = load_predictor(run_dir)
+        self.count = serving.token_counter(reranker.tokenizer, reranker.max_length)
+        self.info = {"max_length": reranker.max_length, "activation": "sigmoid"}
+
+    def parse(self, body) -> list[tuple[str, str]]:
+        query = serving.filled(body.query, "query")
+        if not isinstance(body.texts, list) or not body.texts:
+            raise serving.InputError("texts must be a non-empty list of strings")
+        texts = [serving.filled(value, f"texts[{i}]") for i, value in enumerate(body.texts)]
+        return [(query, text) for text in texts]
+
+    def chars(self, example) -> int:
+        return len(example[0]) + len(example[1])
+
+    def tokens(self, examples: list) -> list[int]:
+        return self.count([q for q, _ in examples], [t for _, t in examples])
+
+    def predict(self, examples: list) -> list[float]:
+        return [float(x) for x in predict_logits(self.predictor, [q for q, _ in examples], [t for _, t in examples])]
+
+    @staticmethod
+    def ranked(logits: list[float], texts: list[str], raw_scores: bool, return_text: bool) -> list[dict]:
+        """TEI's answer: every text's index and score, highest score first."""
+        def sigmoid(x: float) -> float:  # exp of -|x| only: math.exp(-x) overflowed below x = -709 (an error 500)
+            small = math.exp(-abs(x))
+            return 1 / (1 + small) if x >= 0 else small / (1 + small)
+
+        scores = logits if raw_scores else [sigmoid(x) if math.isfinite(x) else x for x in logits]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i] if math.isfinite(scores[i]) else math.inf)
+        return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in order]
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "has_one_score_head", "first_stage_dev",
            "first_stage_top", "embed_for_first_stage", "fused_scores", "fused_order", "tune_fusion", "say_fusion",
            "predict_top_k", "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics",
-           "worse_than_first_stage", "warn_mined"]
+           "worse_than_first_stage", "warn_mined", "Endpoint"]

@@ -31,6 +31,7 @@ import transformers
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
+from bertkit.tasks import serving
 from bertkit.checkpoints import NO_HUB_KERNELS, for_inference, load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
@@ -420,7 +421,39 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return result
 
 
+# ================================================================================================ serving
+
+
+class Endpoint(serving.Endpoint):
+    """Texts holding the mask token in; per mask, the likeliest tokens with their probabilities out."""
+
+    name = "mlm"
+
+    def __init__(self, run_dir: str):
+        self.predictor = predictor = load_predictor(run_dir)
+        self.mask, self.top_k = predictor.tokenizer.mask_token, TOP_K
+        self.count = serving.token_counter(predictor.tokenizer, predictor.settings.max_length)
+        self.info = {"mask_token": self.mask, "top_k": TOP_K, "max_length": predictor.settings.max_length}
+
+    def parse(self, inputs) -> list:
+        texts = [serving.text(value, f"inputs[{i}]") for i, value in enumerate(serving.items(inputs))]
+        for i, text in enumerate(texts):
+            if self.mask not in text:
+                raise serving.InputError(f"inputs[{i}] holds no {self.mask}: nothing to fill")
+        return texts
+
+    def chars(self, text: str) -> int:
+        return len(text)
+
+    def tokens(self, texts: list) -> list[int]:
+        return self.count(texts)
+
+    def predict(self, texts: list) -> list[dict]:
+        return [{"text": text, "masks": masks} for text, masks in zip(texts, self.predictor.top_tokens(texts,
+                                                                                                        self.top_k))]
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "FillMaskPredictor", "TOP_K", "read_masked_lines", "masked_token_scores",
            "masked_lm_sums", "masked_perplexity", "decoder_is_tied", "head_loss", "load_mlm_model",
-           "new_head_parameters", "say_new_heads", "warm_up_head", "warm_up_new_head", "warmup_order"]
+           "new_head_parameters", "say_new_heads", "warm_up_head", "warm_up_new_head", "warmup_order", "Endpoint"]

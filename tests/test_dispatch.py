@@ -1,0 +1,74 @@
+"""A task is one room (docs/adding-a-task.md): the tools outside bertkit/tasks/ ask the table of tasks and the task's
+own module, and hold no branch on a task's name. The check reads bertkit/*.py with `ast`: a comparison with a task's
+name (`task == "embed"`, `recipe in ("classify", "ner")`), a dict keyed by task names, or a class named *Endpoint.
+
+The tools not yet moved are listed in STILL_TO_MOVE with how many such places each holds (issue 52): the list may
+only shrink. A new branch anywhere, or one more in a listed file, fails here; so does a listed file that moved and
+was not struck off (the list must say where the house stands)."""
+
+import ast
+from pathlib import Path
+
+from bertkit import tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK_NAMES = {task.name for task in tasks.TASKS} | set(tasks.ROUTES) | set(tasks.CORPUS_RANKERS)
+STILL_TO_MOVE = {"audit.py": 1, "diagnose.py": 1, "export.py": 3, "metrics.py": 1, "model_card.py": 1,
+                 "report.py": 13}
+
+
+def _names(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Constant) and node.value in TASK_NAMES:
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in TASK_NAMES}
+    return set()
+
+
+def task_branches(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every place in `source` that chooses by a task's name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            hit = set().union(*(_names(side) for side in [node.left, *node.comparators]))
+            if hit:
+                found.append((node.lineno, f"compares with {sorted(hit)}"))
+        elif isinstance(node, ast.Dict):
+            hit = {key.value for key in node.keys if isinstance(key, ast.Constant) and key.value in TASK_NAMES}
+            if hit:
+                found.append((node.lineno, f"a dict keyed by {sorted(hit)}"))
+        elif isinstance(node, ast.ClassDef) and node.name.endswith("Endpoint"):
+            found.append((node.lineno, f"class {node.name}: a task's endpoint belongs in its module"))
+    return found
+
+
+def test_the_check_finds_each_kind_of_branch():
+    source = ('if task == "embed": pass\nok = recipe in ("classify", "ner")\nviews = {"qa": 1}\n'
+              'class ChoiceEndpoint: pass\nfine = task == "other"\n')
+    assert sorted(line for line, _ in task_branches(source)) == [1, 2, 3, 4]
+
+
+def test_tools_outside_the_tasks_hold_no_new_branch_on_a_task_name():
+    found = {path.name: task_branches(path.read_text(encoding="utf-8"))
+             for path in sorted((ROOT / "bertkit").glob("*.py"))}
+    for name, branches in found.items():
+        allowed = STILL_TO_MOVE.get(name, 0)
+        assert len(branches) <= allowed, (
+            f"bertkit/{name} chooses by a task's name at {branches}: ask the table of tasks "
+            f"(bertkit/tasks/__init__.py) or the task's module instead (docs/adding-a-task.md)")
+        assert len(branches) == allowed, (f"bertkit/{name} now holds {len(branches)} task branches, not {allowed}: "
+                                          f"lower its count in STILL_TO_MOVE")
+
+
+def test_serve_holds_no_task():
+    """bertkit serve asks the model's task module for its Endpoint (bertkit/tasks/serving.py): every task has one,
+    on the route the table names."""
+    source = (ROOT / "bertkit" / "serve.py").read_text(encoding="utf-8")
+    assert not task_branches(source)
+    from bertkit.tasks import serving
+
+    for name in sorted({task.name for task in tasks.TASKS} | set(tasks.ROUTES)):
+        endpoint = tasks.task_module(name).Endpoint
+        assert issubclass(endpoint, serving.Endpoint) and endpoint.name == name
+        assert endpoint.route.fget(endpoint) == tasks.route_of(name)
+        assert "Endpoint" in tasks.task_module(name).__all__
