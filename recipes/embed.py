@@ -45,7 +45,7 @@ from bertkit.llrd import optimizer_with_llrd
 from bertkit.precision import resolve_precision
 from bertkit.search import search_or_seeds
 from bertkit.tasks import embed as task
-from bertkit.tasks.first_stage import Retriever, of_weight
+from bertkit.tasks.first_stage import Retriever
 from bertkit.tasks.first_stage import save as save_retriever
 from bertkit.tasks.retrieval_files import RetrievalData, ir_dev_set, read_corpus
 # the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
@@ -331,8 +331,7 @@ def untuned_retriever(cfg: Config) -> Retriever | None:
     """retriever= set by name without a dev set of pairs to tune on: that one (a hybrid at weight 0.5), said."""
     if cfg.retriever == "auto":
         return None
-    retriever = of_weight({"dense": 1.0, "bm25": 0.0, "hybrid": 0.5}[cfg.retriever], cfg.fusion)
-    retriever.chinese = cfg.bm25_chinese
+    retriever = Retriever(cfg.retriever, 0.5, cfg.fusion, cfg.bm25_chinese)
     if cfg.retriever == "hybrid":
         say("retriever=hybrid with no dev set of pairs to tune its weight on: 0.5 (set data.eval to tune it)")
     return retriever

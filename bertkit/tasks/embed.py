@@ -36,7 +36,7 @@ from ..errors import BertkitError
 from ..families import position_limit
 from ..rundir import atomic_output, check_output_path, write_json
 from . import SETTINGS_KEY, no_confidence_cut, read_settings, serving
-from .first_stage import DEPTH, RETRIEVER_FILE, RETRIEVERS, Candidates, Retriever, choose, fuse, of_weight
+from .first_stage import DEPTH, RETRIEVER_FILE, RETRIEVERS, Candidates, Retriever, choose, fuse
 from .first_stage import load as load_retriever
 from .retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
                               read_corpus, read_retrieval_file, spearman, top_k)
@@ -345,12 +345,9 @@ def retriever_of(model_dir: str, asked: str | None = None) -> Retriever:
         say(f"ranking with dense (the embedding model alone): {model_dir} has no {RETRIEVER_FILE} (a run with a dev "
             "set of pairs chooses between BM25, the model and both) — --retriever hybrid fuses BM25 in")
         return Retriever("dense")
-    chosen = of_weight(1.0 if asked == "dense" else 0.0) if asked != "hybrid" else (
-        saved if saved is not None and saved.kind == "hybrid" else Retriever("hybrid", 0.5))
-    if saved is not None:
-        chosen.chinese = saved.chinese
-    how = "" if asked != "hybrid" or (saved is not None and saved.kind == "hybrid") else \
-        " at weight 0.5 (the run tuned none)" if chosen.fusion == "convex" else ""
+    # the run's tuned weight and Chinese terms whichever kind it chose; without a retriever.json: weight 0.5
+    chosen = Retriever(asked, saved.weight, saved.fusion, saved.chinese) if saved is not None else Retriever(asked)
+    how = " at weight 0.5 (the run tuned none)" if asked == "hybrid" and saved is None else ""
     say(f"ranking with {asked} ({chosen.describe()}){how}: asked for by --retriever")
     return chosen
 

@@ -46,8 +46,9 @@ class Retriever:
 
     kind: str = "dense"
     """dense (the embedding model alone), bm25 (BM25 alone) or hybrid (both, fused)."""
-    weight: float = 1.0
-    """hybrid: the dense model's share of the convex fusion (0..1)."""
+    weight: float = 0.5
+    """The embedding model's share of the convex fusion (0..1): what `kind` hybrid ranks with, kept (tuned on dev)
+    whichever kind was chosen, so that `--retriever hybrid` uses it."""
     fusion: str = "convex"
     """hybrid: convex (normalised scores, `weight`) or rrf (reciprocal-rank fusion)."""
     chinese: str = "bigram"
@@ -79,13 +80,6 @@ class Retriever:
     @property
     def uses_bm25(self) -> bool:
         return self.kind != "dense"
-
-
-def of_weight(weight: float, fusion: str = "convex") -> Retriever:
-    """The retriever a tuned weight means: 1 is dense alone, 0 BM25 alone, anything between hybrid."""
-    if fusion == "convex" and weight in (0.0, 1.0):
-        return Retriever("dense" if weight == 1.0 else "bm25", weight, fusion)
-    return Retriever("hybrid", weight, fusion)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -171,7 +165,7 @@ def choose(candidates: Candidates, relevant: Sequence[set[int]], fusion: str = "
     rows = {"dense": measured(Retriever("dense")), "bm25": measured(Retriever("bm25")), "hybrid": best}
     if kind == "auto":
         kind = max(rows, key=lambda name: (round(rows[name]["ndcg@10"], 6), -list(rows).index(name)))
-    chosen = hybrid if kind == "hybrid" else of_weight(1.0 if kind == "dense" else 0.0)
+    chosen = Retriever(kind, hybrid.weight, hybrid.fusion)
     chosen.dev = {name: round(row["ndcg@10"], 4) for name, row in rows.items()}
     return chosen, rows
 
@@ -203,5 +197,5 @@ def load(folder: str | Path) -> Retriever | None:
     return retriever
 
 
-__all__ = ["RETRIEVERS", "FUSIONS", "WEIGHTS", "RETRIEVER_FILE", "Retriever", "of_weight", "Candidates", "fuse",
+__all__ = ["RETRIEVERS", "FUSIONS", "WEIGHTS", "RETRIEVER_FILE", "Retriever", "Candidates", "fuse",
            "choose", "save", "load"]
