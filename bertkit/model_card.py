@@ -475,26 +475,34 @@ _RERANKER_NOTE = ("It is a sentence-transformers cross-encoder (reranker): `Cros
 
 
 def reranker_results(run_metrics: dict) -> list[str]:
-    """A rerank run's dev results: each metric of the first stage alone beside after re-ranking, and the run's
-    warning when re-ranking made the ranking worse."""
+    """A rerank run's dev results: each metric of the first stage alone, of this model alone and of the fused order
+    bertkit predict / evaluate use (bertkit/tasks/rerank.py fusion_weight), and the run's warning when the model
+    alone made the ranking worse."""
     evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
     names = [n for n in ("ndcg@10", "mrr@10", "recall@10") if n in evaluated and f"first_stage_{n}" in evaluated]
     if not names:
         return []
     stage = evaluated.get("first_stage", "first stage")
+    fused = all(f"reranker_{n}" in evaluated for n in names)
+    header = ["metric", f"{stage} alone", "re-ranked by this model"] + (
+        [f"fused (weight {evaluated.get('fusion_weight', 1.0):g} on this model)"] if fused else [])
+    rows = [[n, f"{evaluated[f'first_stage_{n}']:.4f}", f"{evaluated[f'reranker_{n}' if fused else n]:.4f}"]
+            + ([f"{evaluated[n]:.4f}"] if fused else []) for n in names]
     lines = [f"Dev re-ranking: each of {evaluated.get('queries', '?')} dev queries' top-{evaluated.get('top_k', '?')} "
-             f"of {stage}, before (the first stage alone) and after re-ranking by this model:\n\n" + _markdown_table(
-                 ["metric", f"{stage} alone", "re-ranked"],
-                 [[n, f"{evaluated[f'first_stage_{n}']:.4f}", f"{evaluated[n]:.4f}"] for n in names])]
+             f"of {stage}, before (the first stage alone) and after re-ranking by this model"
+             + (" (`CrossEncoder(path)` alone), and the fused order `bertkit predict` uses (the model's and the first "
+                "stage's scores, normalised per query and mixed with the weight tuned on dev)" if fused else "")
+             + ":\n\n" + _markdown_table(header, rows)]
     warnings = run_metrics.get("warnings") if isinstance(run_metrics.get("warnings"), list) else []
     return lines + [f"**Warning:** {_cell(w)}" for w in warnings]
 
 
 def _reranked_metrics(run_metrics: dict) -> dict[str, float]:
-    """A rerank run's model-index metrics: after re-ranking only (the first stage's are in the results table)."""
+    """A rerank run's model-index metrics: this model's re-ranking alone, what `CrossEncoder(path)` gives (the first
+    stage's and the fused order's are in the results table)."""
     evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
-    return {n: float(evaluated[n]) for n in ("ndcg@10", "mrr@10", "recall@10")
-            if isinstance(evaluated.get(n), (int, float))}
+    return {n: float(evaluated.get(f"reranker_{n}", evaluated.get(n))) for n in ("ndcg@10", "mrr@10", "recall@10")
+            if isinstance(evaluated.get(f"reranker_{n}", evaluated.get(n)), (int, float))}
 
 
 _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "

@@ -184,9 +184,14 @@ def test_the_model_card_says_text_ranking_with_a_cross_encoder_snippet_and_the_f
     assert "cross-encoder" in card.data.tags
     assert "from sentence_transformers import CrossEncoder" in text and "model.rank(" in text
     metrics = json.loads((rerank_run / "run" / "metrics.json").read_text())["eval"]
-    row = f"| ndcg@10 | {metrics['first_stage_ndcg@10']:.4f} | {metrics['ndcg@10']:.4f} |"
-    assert "| metric | bm25 alone | re-ranked |" in text and row in text, text
+    # the first stage, this model alone (what CrossEncoder(path) gives) and the fused order bertkit predict uses
+    row = (f"| ndcg@10 | {metrics['first_stage_ndcg@10']:.4f} | {metrics['reranker_ndcg@10']:.4f} | "
+           f"{metrics['ndcg@10']:.4f} |")
+    header = (f"| metric | bm25 alone | re-ranked by this model | fused (weight {metrics['fusion_weight']:g} on this "
+              "model) |")
+    assert header in text and row in text, text
     assert {result.metric_type for result in card.data.eval_results} == {"ndcg@10", "mrr@10", "recall@10"}
+    assert {r.metric_type: r.metric_value for r in card.data.eval_results}["ndcg@10"] == metrics["reranker_ndcg@10"]
 
 
 def test_first_stage_is_bm25_or_an_embed_model_folder_checked_by_validate(tmp_path, minilm_dir, tiny_model_dir):
