@@ -209,3 +209,26 @@ def test_retriever_mistakes_are_one_line(case, tiny_embed_run, tmp_path, tiny_mo
                                                     {"sentence1": "d e", "sentence2": "f g", "score": 0.1}])
         args, fragments = ["evaluate", str(out), scored, "--retriever", "bm25"], ["scored pairs"]
     one_line_error(runner.invoke(app, args), 2, *fragments)
+
+
+def test_a_reranker_over_an_embed_run_re_ranks_what_that_run_retrieves(tiny_embed_run):
+    """first_stage=EMBED_RUN of a rerank run: its candidates are the embed run's own ranking (its retriever.json),
+    the one `bertkit predict EMBED_RUN --corpus` writes, not the model's cosine alone."""
+    from bertkit.tasks import embed, rerank
+
+    out, _ = tiny_embed_run
+    saved = first_stage.load(out)
+    rows = [json.loads(line) for line in (EN_QA / "dev.jsonl").read_text().splitlines()[:20]]
+    queries, passages = [r["query"] for r in rows[:5]], list(dict.fromkeys(r["positive"] for r in rows))
+    for kind in ("bm25", "dense"):
+        first_stage.save(out, Retriever(kind, saved.weight, saved.fusion, saved.chinese, saved.dev))
+        try:
+            ranked, _ = rerank.first_stage_top(str(out), queries, passages, 5)
+            chosen = first_stage.load(out)
+            embedder = embed.load_predictor(str(out)) if chosen.uses_model else None
+            expected, _ = fuse(embed.first_stage(embedder, queries, passages, chosen), chosen, 5)
+            assert ranked == expected, kind
+            if kind == "bm25":  # the run chose BM25: the reranker re-ranks BM25's candidates, not the model's
+                assert ranked == BM25Index(passages).search(queries, 5)[0].tolist()
+        finally:
+            first_stage.save(out, saved)

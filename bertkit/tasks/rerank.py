@@ -40,7 +40,7 @@ from bertkit.inference import run_batch, sigmoid, token_budget_batches
 from bertkit.modeling_bert import BertkitForSequenceClassification
 from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks.retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_metrics,
-                                           read_retrieval_file, top_k)
+                                           read_retrieval_file)
 
 LOSSES = ("bce", "lambda", "listnet")
 REPORTED = ("ndcg@10", "mrr@10", "recall@10")  # reported before and after re-ranking
@@ -157,25 +157,21 @@ def first_stage_dev(data: RetrievalData, corpus: Sequence[str] = (), first_stage
 
 def first_stage_top(first_stage: str, queries: list[str], passages: list[str], k: int
                     ) -> tuple[list[list[int]], list[list[float]]]:
-    """Each query's `k` best passages (indices, best first) and their scores by the first stage: "bm25" or an embed
-    model folder (its query / document prompts)."""
+    """Each query's `k` best passages (indices, best first) and their scores by the first stage: "bm25", or an embed
+    model folder ranking as its run chose on dev (retriever.json: the model, BM25 or both fused; a folder without
+    one: the model alone, its query / document prompts applied), as `bertkit predict EMBED_RUN --corpus` ranks."""
     if first_stage == "bm25":
         ranked, scores = BM25Index(passages).search(queries, k)
-    else:
-        ranked, scores = top_k(*embed_for_first_stage(first_stage, queries, passages), k)
-    return [list(map(int, row)) for row in ranked], [list(map(float, row)) for row in scores]
+        return [list(map(int, row)) for row in ranked], [list(map(float, row)) for row in scores]
+    if not Path(first_stage).is_dir() or tasks.sentence_transformers_kind(first_stage) != "embed":
+        raise BertkitError(f"first_stage={first_stage}: not an embedding model folder (an embed run's output_dir or "
+                           "a sentence-transformers model) — give one, or first_stage=bm25")
+    from bertkit.tasks import embed
+    from bertkit.tasks.first_stage import DEPTH, fuse
 
-
-def embed_for_first_stage(path: str, queries: list[str], passages: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Query and passage vectors from an embed model folder (its saved query / document prompts applied)."""
-    if not Path(path).is_dir() or tasks.sentence_transformers_kind(path) != "embed":
-        raise BertkitError(f"first_stage={path}: not an embedding model folder (an embed run's output_dir or a "
-                           "sentence-transformers model) — give one, or first_stage=bm25")
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(path, device="cpu", local_files_only=True)
-    return (model.encode_query(queries, batch_size=64, show_progress_bar=False),
-            model.encode_document(passages, batch_size=64, show_progress_bar=False))
+    retriever = embed.retriever_of(first_stage)
+    embedder = embed.load_predictor(first_stage) if retriever.uses_model else None
+    return fuse(embed.first_stage(embedder, queries, passages, retriever, depth=max(DEPTH, k)), retriever, k)
 
 
 def compute_metrics_fn(dev: RerankDev, weight: float = 1.0) -> Callable[[Sequence[Sequence[float]]], dict]:
@@ -494,6 +490,6 @@ class Endpoint(serving.Endpoint):
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "has_one_score_head", "first_stage_dev",
-           "first_stage_top", "embed_for_first_stage", "fused_scores", "fused_order", "tune_fusion", "say_fusion",
+           "first_stage_top", "fused_scores", "fused_order", "tune_fusion", "say_fusion",
            "predict_top_k", "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics",
            "worse_than_first_stage", "warn_mined", "Endpoint"]
