@@ -254,23 +254,6 @@ def confident_errors(texts: list[str], gold: list[int], probs, names: list[str],
     return [(names[g], names[p], len(found), found[:SHOWN_TEXTS]) for (g, p), found in ordered]
 
 
-def dev_predictions(run_dir: str, dev_file: str):
-    """(texts, gold label ids, (N, C) probabilities, label names) of a single-label classify run on its dev file."""
-    from .tasks.classify import load_predictor, predict_probabilities, read_examples
-
-    classifier = load_predictor(run_dir)
-    # The model's own (uncalibrated) confidence: the errors it is sure of point at the labels, however honest the
-    # calibrated probabilities are on average.
-    classifier.temperature = None
-    if classifier.labels.kind != "single":
-        return None
-    dataset, columns, _ = read_examples(dev_file, classifier.column_overrides, classifier.labels)
-    texts = list(dataset[columns.text])
-    pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
-    probs = predict_probabilities(classifier, texts, pairs)
-    return texts, [int(label) for label in dataset["labels"]], probs, list(classifier.labels.names)
-
-
 # ---------------------------------------------------------------------------------------------------- the report
 
 @dataclass
@@ -352,7 +335,7 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
     if skipped:
         diagnosis.not_checked.append(f"the dev predictions: {skipped}")
     else:
-        suspect_data(diagnosis, dev_predictions(str(run_dir), dev_file))
+        suspect_data(diagnosis, label_predictions_of(recipe)(str(run_dir), dev_file))
     replaced = [f"{key}={PLACEHOLDERS[key]}" for key in gone]  # the saved config names the files that are gone
     for symptom in diagnosis.symptoms:
         symptom.commands = [c if c.startswith("bertkit ") else rerun_command(run_dir, recipe, c, *replaced)
@@ -360,10 +343,18 @@ def diagnose(run_dir: str, predict: bool = True) -> Diagnosis:
     return diagnosis
 
 
+def label_predictions_of(recipe: str):
+    """The task's `dev_label_predictions(run_dir, dev_file)` -> (texts, gold label ids, (N, C) probabilities, label
+    names) of a single-label model, or None (a task with no labels to suspect, or no task: distill)."""
+    from .tasks import task_part
+
+    return task_part(recipe, "dev_label_predictions")
+
+
 def dev_check_skipped(recipe: str, dev_file, predict: bool) -> str | None:
     """Why the model is not run on a dev split (None when it is): only a classify run with its dev file has dev
     predictions to look at."""
-    if recipe != "classify":
+    if label_predictions_of(recipe) is None:  # the task's own: tasks/classify.py dev_label_predictions
         return f"this is a '{recipe}' run, and diagnose runs the model on dev for classify runs only"
     if not dev_file:
         return "the run had no dev split (data.eval was not set) — rerun with data.eval=DEV_FILE"
@@ -429,7 +420,7 @@ def report_lines(diagnosis: Diagnosis) -> list[str]:
 
 __all__ = ["Symptom", "Diagnosis", "read_log_history", "train_losses", "eval_series",
            "loss_not_falling", "overfitting", "dev_not_improving", "jumping_metric", "everything_low", "chance_warning",
-           "confident_errors", "dev_predictions", "read_run", "curve_symptoms", "diagnose", "suspect_data",
+           "confident_errors", "label_predictions_of", "read_run", "curve_symptoms", "diagnose", "suspect_data",
            "blame_the_data", "report_lines", "rerun_command", "inspect_command",
            "gone_data_files", "overfitting_commands",
            "jumping_commands"]

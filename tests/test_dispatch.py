@@ -13,7 +13,7 @@ from bertkit import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_NAMES = {task.name for task in tasks.TASKS} | set(tasks.ROUTES) | set(tasks.CORPUS_RANKERS)
-STILL_TO_MOVE = {"audit.py": 1, "diagnose.py": 1, "export.py": 3, "metrics.py": 1, "model_card.py": 1,
+STILL_TO_MOVE = {"audit.py": 1, "export.py": 3, "metrics.py": 1, "model_card.py": 1,
                  "report.py": 13}
 
 

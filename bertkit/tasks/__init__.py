@@ -63,6 +63,19 @@ def route_of(task: str) -> str:
     return ROUTES.get(task, "/predict")
 
 
+def task_names() -> list[str]:
+    """Every task, by its module under bertkit.tasks (the table's rows and the retrieval tasks)."""
+    return list(dict.fromkeys([*(task.name for task in TASKS), *ROUTES, *CORPUS_RANKERS]))
+
+
+def task_part(name: str, part: str):
+    """`part` of task `name`'s module (a function or class it offers), or None when it has none or `name` is not a
+    task (a recipe such as distill): how a tool asks a task for what only some tasks have."""
+    if name not in task_names():
+        return None
+    return getattr(task_module(name), part, None)
+
+
 def served_routes() -> list[str]:
     """Every route `bertkit serve` knows: the model's own answers, the others say which one does."""
     return list(dict.fromkeys(["/predict", *ROUTES.values()]))
@@ -182,7 +195,7 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
 
 
 __all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "CORPUS_RANKERS", "RETRIEVERS", "ROUTES", "route_of",
-           "served_routes", "task_of_architecture",
+           "task_names", "task_part", "served_routes", "task_of_architecture",
            "task_of_peft", "task_module",
            "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
            "check_min_confidence", "settings_dict", "read_settings"]

@@ -578,6 +578,22 @@ class _RecordWriter:
         return self.output.__exit__(*exc)
 
 
+def dev_label_predictions(run_dir: str, dev_file: str):
+    """(texts, gold label ids, (N, C) probabilities, label names) of a single-label classify run on its dev file
+    (None for another label kind): what `bertkit diagnose` looks for suspect labels in."""
+    classifier = load_predictor(run_dir)
+    # The model's own (uncalibrated) confidence: the errors it is sure of point at the labels, however honest the
+    # calibrated probabilities are on average.
+    classifier.temperature = None
+    if classifier.labels.kind != "single":
+        return None
+    dataset, columns, _ = read_examples(dev_file, classifier.column_overrides, classifier.labels)
+    texts = list(dataset[columns.text])
+    pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
+    probs = predict_probabilities(classifier, texts, pairs)
+    return texts, [int(label) for label in dataset["labels"]], probs, list(classifier.labels.names)
+
+
 # ================================================================================================ serving
 
 
@@ -648,4 +664,4 @@ __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_pr
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
            "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
            "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
-           "class_weights", "Endpoint"]
+           "class_weights", "dev_label_predictions", "Endpoint"]
