@@ -219,7 +219,7 @@ def step_report(state: dict, seeds: list[int]) -> dict:
     return {"id": "first-stage", "order": 13,
             "title": "Retrieval, round two: hybrid first stage and rerankers that never make it worse",
             "command": [f"python benchmarks/bench_first_stage.py --xquad XQUAD_FILE --cmrc CMRC_FILE --seeds "
-                        f"{' '.join(map(str, seeds))} --result benchmarks/results/first_stage.json"],
+                        f"{' '.join(map(str, seeds))} --result benchmarks/results/first-stage.json"],
             "script": "benchmarks/bench_first_stage.py", "machine": state.get("machine", ""),
             "date": date.today().isoformat(), "setup": __doc__.split("\n\n", 2)[2].strip(), "tables": tables,
             "notes": []}
