@@ -181,7 +181,7 @@ def test_a_model_without_retriever_json_ranks_with_the_model_and_says_so(minilm_
         " ".join(result.output.split())
 
 
-@pytest.mark.parametrize("case", ["no_corpus", "unknown", "not_embed", "damaged", "scored"])
+@pytest.mark.parametrize("case", ["no_corpus", "unknown", "not_embed", "damaged", "damaged_dev", "scored"])
 def test_retriever_mistakes_are_one_line(case, tiny_embed_run, tmp_path, tiny_model_dir):
     out, _ = tiny_embed_run
     queries = write_jsonl(tmp_path / "q.jsonl", [{"query": "When?"}])
@@ -196,14 +196,15 @@ def test_retriever_mistakes_are_one_line(case, tiny_embed_run, tmp_path, tiny_mo
 
         model = tiny_task_models(tmp_path / "m", tiny_model_dir)["classify"]
         args, fragments = ["evaluate", model, queries, "--retriever", "bm25"], ["--retriever is for embedding models"]
-    elif case == "damaged":
+    elif case in ("damaged", "damaged_dev"):
         damaged = tmp_path / "copy"
         import shutil
 
         shutil.copytree(out, damaged)
-        (damaged / "retriever.json").write_text('{"kind": "bm26"}')
+        bad = '{"kind": "bm26"}' if case == "damaged" else '{"kind": "hybrid", "dev": {"bm25": "high"}}'
+        (damaged / "retriever.json").write_text(bad)
         args = ["predict", str(damaged), queries, "--corpus", str(corpus), "-o", str(tmp_path / "t.jsonl")]
-        fragments = ["retriever.json", "retriever 'bm26' is unknown"]
+        fragments = ["retriever.json", "retriever 'bm26' is unknown" if case == "damaged" else "is not each retriever"]
     else:
         scored = write_jsonl(tmp_path / "s.jsonl", [{"sentence1": "a b", "sentence2": "a c", "score": 0.5},
                                                     {"sentence1": "d e", "sentence2": "f g", "score": 0.1}])

@@ -34,7 +34,7 @@ from . import RETRIEVERS
 from .retrieval_files import CHINESE_TERMS, ir_metrics
 
 FUSIONS = ("convex", "rrf")
-WEIGHTS = tuple(round(i / 10, 1) for i in range(11))  # dense's share: 0 = BM25 alone, 1 = the dense model alone
+WEIGHTS = tuple(round(i / 10, 1) for i in range(1, 10))  # the model's shares tried (0 and 1: each alone, beside)
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 DEPTH = 100  # candidates per retriever and query
 RETRIEVER_FILE = "retriever.json"
@@ -65,6 +65,9 @@ class Retriever:
             raise BertkitError(f"{where}: weight {self.weight!r} is not a share — give a number from 0 to 1")
         if self.chinese not in CHINESE_TERMS:
             raise BertkitError(f"{where}: chinese '{self.chinese}' is unknown — use {', '.join(CHINESE_TERMS)}")
+        if not isinstance(self.dev, dict) or not all(isinstance(v, (int, float)) for v in self.dev.values()):
+            raise BertkitError(f"{where}: dev {self.dev!r} is not each retriever's NDCG@10 — delete the file to "
+                               "rank with the embedding model alone, or rerun the embed run")
 
     def describe(self) -> str:
         if self.kind != "hybrid":
@@ -158,7 +161,7 @@ def choose(candidates: Candidates, relevant: Sequence[set[int]], fusion: str = "
         hybrid = Retriever("hybrid", 0.5, "rrf")
         best = measured(hybrid)
     else:  # the weight of the fusion proper (between 0 and 1); nearest 0.5 on a tie
-        scores = {weight: measured(Retriever("hybrid", weight)) for weight in WEIGHTS[1:-1]}
+        scores = {weight: measured(Retriever("hybrid", weight)) for weight in WEIGHTS}
         weight = min(scores, key=lambda w: (-round(scores[w]["ndcg@10"], 6), abs(w - 0.5)))
         hybrid, best = Retriever("hybrid", weight), {**scores[weight], "weight": weight}
     # each alone as it ranks alone (not the fusion at weight 0 or 1, which orders its ties otherwise)
