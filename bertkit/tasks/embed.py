@@ -352,17 +352,24 @@ def retriever_of(model_dir: str, asked: str | None = None) -> Retriever:
     return chosen
 
 
+def ranking_inputs(model_dir: str, input_path: str, output_path: str, corpus: str, top: int
+                   ) -> tuple[str, list[str], list[str]]:
+    """What `predict --corpus` checks and reads before any model loads (embed's and rerank's predict_top_k): the
+    top-k, the output path, the queries and the corpus; a mistake in any is one line."""
+    if top < 1:
+        raise BertkitError(f"--top-k {top}: give at least 1")
+    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
+                                    suffixes=(".jsonl", ".json"))
+    queries, _ = read_texts(input_path)
+    return output_path, queries, read_corpus(corpus)
+
+
 def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str, top: int = 10,
                   batch_size: int = 64, retriever: str | None = None) -> int:
     """For each query of `input_path`, the `top` passages of `corpus`, best first, as JSONL {"query", "results":
     [{"rank", "passage", "score"}, ...]}, ranked by the first stage the run chose (retriever_of: cosine, BM25 or
     their fusion, whose score is the fused one)."""
-    if top < 1:
-        raise BertkitError(f"--top-k {top}: give at least 1")
-    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
-                                    suffixes=(".jsonl", ".json"))
-    queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
-    passages = read_corpus(corpus)
+    output_path, queries, passages = ranking_inputs(model_dir, input_path, output_path, corpus, top)
     chosen = retriever_of(model_dir, retriever)
     embedder = load_predictor(model_dir) if chosen.uses_model else None
     ranked, scores = fuse(first_stage(embedder, queries, passages, chosen, batch_size, max(DEPTH, top)), chosen, top)

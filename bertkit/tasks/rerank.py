@@ -359,16 +359,10 @@ def predict_top_k(model_dir: str, input_path: str, output_path: str, corpus: str
     the reranker scores them, and the `top` best by the fused score (say_fusion) are written as JSONL {"query",
     "results": [{"rank", "passage", "score", "reranker_score"}, ...]} (score: the fused one; reranker_score:
     sigmoid of the logit, what /rerank answers)."""
-    from bertkit.tasks.embed import read_texts
-    from bertkit.tasks.retrieval_files import read_corpus
+    from bertkit.tasks.embed import ranking_inputs
 
     no_retriever(retriever)
-    if top < 1:
-        raise BertkitError(f"--top-k {top}: give at least 1")
-    output_path = check_output_path(output_path, inputs=[input_path, corpus], model_dirs=[model_dir],
-                                    suffixes=(".jsonl", ".json"))
-    queries, _ = read_texts(input_path)  # the files first: a missing or empty one is said before the model loads
-    passages = read_corpus(corpus)
+    output_path, queries, passages = ranking_inputs(model_dir, input_path, output_path, corpus, top)
     reranker = load_predictor(model_dir)
     settings = reranker.settings
     depth = max(settings.top_k, top)
