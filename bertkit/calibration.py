@@ -16,6 +16,8 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident (diagnose, the report)
+
 ECE_BINS = 15  # equal-width confidence bins, as Guo et al. report ECE
 COVERAGE_CUTS = (0.5, 0.7, 0.9)
 _LOG_T_RANGE = (np.log(0.05), np.log(20.0))  # temperatures outside this are a broken dev split, not calibration
@@ -115,5 +117,5 @@ def coverage_line(table: dict) -> str:
                                                             else "") for cut, row in table.items())
 
 
-__all__ = ["fit_temperatures", "at_range_edge", "scale", "confidence", "expected_calibration_error", "coverage_table",
-           "coverage_line", "ECE_BINS", "COVERAGE_CUTS"]
+__all__ = ["CONFIDENT", "fit_temperatures", "at_range_edge", "scale", "confidence", "expected_calibration_error",
+           "coverage_table", "coverage_line", "ECE_BINS", "COVERAGE_CUTS"]

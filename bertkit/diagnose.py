@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from .calibration import CONFIDENT
 from .errors import BertkitError
 from .rundir import (FINGERPRINT_FILE, LOG_HISTORY_FILE, METRICS_FILE, RECORD_FILE, RUN_CONFIG_FILE,
                      checkpoints_newest_first, read_run_config)
@@ -29,7 +30,6 @@ FALLING = 0.2  # "training loss falls": at least 20 % under
 WORSE_BY = 0.02  # a dev metric this far under its best, at the end, is getting worse
 SWING = 0.05  # a dev-metric move this large, then one back, is a swing
 LOW_METRIC = 0.6  # a final dev metric (0-1) under this is low
-CONFIDENT = 0.7  # a wrong prediction at this probability or more is confident
 NEAR_CHANCE, BELOW_CHANCE = 0.05, 0.15  # within NEAR of chance: near it; further under: below; BELOW under: far below
 SHOWN_TEXTS, SHOWN_GROUPS, SHOWN_POINTS = 3, 5, 10
 

@@ -20,7 +20,6 @@ the optional extra `bertkit[onnx]`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import shutil
 import warnings
@@ -28,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
 from torch import nn
 
 from . import tasks
@@ -36,12 +34,11 @@ from .checkpoints import TOKENIZER_FILES, load_finetuned
 from .console import say, summary
 from .errors import BertkitError
 from .families import is_bertkit, position_limit, takes_token_types
-from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, Head, head_of, is_onnx_export, require_onnx,
-                         session)
+from .onnx_model import (EXPORT_FILE, INPUT_NAMES, INT8_FILE, ONNX_FILE, PARITY_TOLERANCE, Head, TaskGraph, head_of,
+                         is_onnx_export, require_onnx, session)
 from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_task, read_run_config, remove_record,
                      write_json_atomic, write_record)
 
-PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
                 "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                 "added_tokens.json", "retriever.json", *TOKENIZER_FILES)  # retriever.json: an embed run's first stage
@@ -75,6 +72,16 @@ def padded_forward(model: nn.Module, inputs: dict):
     return model(**inputs, return_dict=True, **extra)
 
 
+def task_graph(run_dir: str) -> TaskGraph:
+    """What the graph holds: the task's own (its module's `onnx_graph`: an embedding model with its pooling) where
+    it has one, else the run's transformers head. Only a sentence-transformers folder's task is not told by its
+    architecture (a reranker's is a sequence classifier's, exported as one)."""
+    if is_onnx_export(run_dir):
+        raise BertkitError(f"{run_dir} is an ONNX export already — export the run directory it came from")
+    own = tasks.task_part(tasks.sentence_transformers_kind(run_dir) or "", "onnx_graph")
+    return own(run_dir) if own else TaskGraph(*load_for_export(run_dir))
+
+
 def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
     """The run's model in fp32 on CPU, with eager attention (what exports exactly)."""
     if is_onnx_export(run_dir):
@@ -87,85 +94,6 @@ def load_for_export(run_dir: str) -> tuple[nn.Module, Head]:
     model = load_finetuned(head.model_class, run_dir, head.recipe).float().cpu().eval()
     model.set_attn_implementation("eager")
     return model, head
-
-
-class SentenceEmbedding(nn.Module):
-    """A sentence-transformers embedding model as one module for the graph: its transformer (eager attention), its
-    pooling (cls / mean / max over the real tokens, as 1_Pooling/config.json says) and its Normalize module; the
-    output is `sentence_embedding`, what SentenceTransformer.encode returns. `load_embedding_for_export` checks
-    that the folder holds nothing else (a Dense layer, a prompt left out of pooling)."""
-
-    def __init__(self, transformer: nn.Module, pooling: str, normalize: bool):
-        super().__init__()
-        self.transformer, self.pooling, self.normalize = transformer, pooling, normalize
-        self.config = transformer.config
-        self.types = takes_token_types(transformer)
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None, **_):
-        types = {"token_type_ids": token_type_ids} if self.types and token_type_ids is not None else {}
-        hidden = self.transformer(input_ids=input_ids, attention_mask=attention_mask, **types).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-        if self.pooling == "cls":
-            pooled = hidden[:, 0]  # (B, H)
-        elif self.pooling == "max":
-            pooled = hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(1)  # (B, H)
-        else:
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, H)
-        if self.normalize:
-            pooled = nn.functional.normalize(pooled, p=2, dim=1)
-        return EmbeddingOutput(sentence_embedding=pooled)
-
-
-@dataclasses.dataclass
-class EmbeddingOutput(transformers.utils.ModelOutput):
-    sentence_embedding: torch.Tensor | None = None
-
-
-EMBED_HEAD = Head(SentenceEmbedding, "embed", ("sentence_embedding",))
-POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
-
-
-def load_embedding_for_export(run_dir: str):
-    """An embedding folder's model as SentenceEmbedding in fp32 on CPU, and the SentenceTransformer it came from
-    (the reference the export is checked against)."""
-    from sentence_transformers import SentenceTransformer
-
-    reference = SentenceTransformer(run_dir, device="cpu", local_files_only=True).eval()
-    names = [type(module).__name__ for module in reference]
-    extra = [name for name in names[1:] if name not in ("Pooling", "Normalize")]
-    if names[0] != "Transformer" or "Pooling" not in names or extra:
-        raise BertkitError(f"{run_dir} is a sentence-transformers model of {' -> '.join(names)}; export puts a "
-                           "Transformer, Pooling and Normalize in the graph, nothing else — serve the folder itself")
-    pooling = reference[names.index("Pooling")].get_config_dict()
-    mode = pooling.get("pooling_mode") or next((m for k, m in POOLING_MODES.items() if pooling.get(k)), None)
-    if mode not in ("cls", "mean", "max") or pooling.get("include_prompt") is False:
-        without = " without the prompt" if pooling.get("include_prompt") is False else ""
-        raise BertkitError(f"{run_dir}: pooling {mode}{without} is not one export puts in the graph (cls, mean, max "
-                           "over every token) — serve the folder itself")
-    transformer = reference[0].auto_model.float()
-    transformer.set_attn_implementation("eager")
-    return SentenceEmbedding(transformer, mode, "Normalize" in names).eval(), reference
-
-
-def embedding_settings(reference, model: SentenceEmbedding) -> dict:
-    """What the export's runner (onnx_model.OnnxEmbedder) needs besides the graph and tokenizer."""
-    return {"max_seq_length": int(reference.max_seq_length), "prompts": dict(reference.prompts or {}),
-            "default_prompt_name": reference.default_prompt_name, "dimension": int(reference.get_embedding_dimension()),
-            "pooling": model.pooling, "normalize": model.normalize}
-
-
-def check_embedding_parity(reference, export_dir: Path) -> float:
-    """Max abs difference between the export (tokenizer and graph, as predict / serve run it) and
-    SentenceTransformer.encode on texts of several lengths; a BertkitError above PARITY_TOLERANCE."""
-    from .onnx_model import load_onnx_embedder
-
-    texts = ["a", "How far is the glacier from the town?", "The river bends twice before the bridge; " * 12]
-    got = load_onnx_embedder(str(export_dir)).encode(texts, batch_size=2)
-    worst = float(np.abs(got - reference.encode(texts, batch_size=2, show_progress_bar=False)).max())
-    if worst > PARITY_TOLERANCE:
-        raise BertkitError(f"the ONNX export differs from SentenceTransformer.encode by {worst:.2e} (more than "
-                           f"{PARITY_TOLERANCE:g}) — please report it with the model's modules.json")
-    return worst
 
 
 def padded_inputs(config, head: Head, batch: int, seq_len: int, seed: int = 0, choices: int = 3,
@@ -319,18 +247,16 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
     require_onnx()
     out = Path(output or default_output(run_dir))
     prepare_output(out, run_dir, force)
-    kind = tasks.sentence_transformers_kind(run_dir)  # embed / rerank (a sentence-transformers folder), else None
-    if kind == "embed":
-        (model, reference), head = load_embedding_for_export(run_dir), EMBED_HEAD
-    else:
-        model, head = load_for_export(run_dir)
+    graph = task_graph(run_dir)
+    model, head = graph.model, graph.head
+    task = tasks.sentence_transformers_kind(run_dir) or head.recipe  # a reranker's head is a classifier's
     say(f"exporting {run_dir} ({type(model).__name__}) to {out / ONNX_FILE}")
     # built under a temporary name beside `out`, renamed when complete: a failure (a full disk) leaves nothing
     # that looks like an export, nor anything that blocks the retry
     with atomic_folder(out, "the ONNX export", replace=force) as building:
         export_onnx(model, head, building / ONNX_FILE)
         files = {"fp32": ONNX_FILE}
-        summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": kind or head.recipe,
+        summary = {"format": "onnx", "architecture": type(model).__name__, "recipe": task,
                    "inputs": list(input_names(model)), "outputs": list(head.outputs), "files": files,
                    "parity_max_abs_diff": {"fp32": check_parity(model, head, building / ONNX_FILE)}}
         if quantize == "int8":
@@ -338,12 +264,12 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
             files["int8"] = INT8_FILE
             summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, building / INT8_FILE)
         copy_model_files(Path(run_dir), building)
-        if kind == "embed":  # what OnnxEmbedder needs, then the whole path (tokenizer + graph) against encode
-            summary["embedding"] = embedding_settings(reference, model)
-            finish_export(building, summary)
-            summary["parity_max_abs_diff"]["encode"] = check_embedding_parity(reference, building)
+        summary.update(graph.summary)
         finish_export(building, summary)  # from here the folder loads as a finished export (the dev metrics read it)
-    if evaluate and kind != "embed":  # an embed export's dev ranking: `bertkit evaluate` of the embed task
+        if graph.check:  # the whole path (tokenizer + graph + runner) against the task's reference
+            summary["parity_max_abs_diff"].update(graph.check(building))
+            finish_export(building, summary)
+    if evaluate and graph.dev_metrics:
         summary["dev"] = dev_metrics(str(out), list(files))
         finish_export(out, summary)
     return {**summary, "output": str(out)}
@@ -386,6 +312,5 @@ def dev_metrics(export_dir: str, precisions: list[str]) -> dict:
     return results
 
 
-__all__ = ["export_run", "export_onnx", "check_parity", "SentenceEmbedding", "load_embedding_for_export",
-           "check_embedding_parity", "quantize_int8", "padded_inputs", "load_for_export",
-           "dev_metrics", "PARITY_TOLERANCE"]
+__all__ = ["export_run", "export_onnx", "check_parity", "task_graph", "quantize_int8", "padded_inputs",
+           "load_for_export", "dev_metrics", "PARITY_TOLERANCE"]

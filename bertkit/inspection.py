@@ -3,7 +3,6 @@ empty and duplicate rows, train/dev overlap, and what share of each document eve
 
 from __future__ import annotations
 
-from collections import Counter
 
 import numpy as np
 import transformers
@@ -11,20 +10,10 @@ import transformers
 from .checkpoints import DEFAULT_MODEL, load_tokenizer, resolve_model
 from .datafiles import read_table, resolve_columns
 from .families import position_limit
+from .labels import label_distribution
 from .splits import duplicate_and_overlap_report, load_split
+from .tokenization import token_lengths, word_token_lengths
 from .tasks.long_documents import LongDocConfig, covered, plan_windows, short_segment_keep
-
-
-def label_distribution(dataset, labels) -> dict[str, int]:
-    if labels is None or labels.kind == "regression":
-        return {}
-    counts = Counter()
-    for value in list(dataset["labels"]):
-        if labels.kind == "single":
-            counts[labels.names[value]] += 1
-        else:
-            counts.update(name for name, hot in zip(labels.names, value) if hot)
-    return {name: counts[name] for name in labels.names}
 
 
 def label_rows(counts: dict[str, int], limit: int = 20) -> dict[str, int | str]:
@@ -36,20 +25,6 @@ def label_rows(counts: dict[str, int], limit: int = 20) -> dict[str, int | str]:
     rest = len(counts) - limit
     return {**{f"label {name}": count for name, count in top},
             f"... and {rest:,} more labels": f"{sum(counts.values()) - sum(c for _, c in top):,} rows"}
-
-
-def token_lengths(tokenizer, texts: list[str], pairs: list[str] | None) -> np.ndarray:
-    """Full length of each example in tokens, special tokens included, before any truncation."""
-    encoded = tokenizer(texts, pairs, truncation=False, verbose=False)["input_ids"]
-    return np.array([len(ids) for ids in encoded])
-
-
-def word_token_lengths(tokenizer, sentences: list[list[str]]) -> np.ndarray:
-    """Full length in tokens of each pre-split sentence (ner's words), special tokens included."""
-    if not sentences:
-        return np.array([], dtype=int)
-    encoded = tokenizer(sentences, is_split_into_words=True, truncation=False, verbose=False)["input_ids"]
-    return np.array([len(ids) for ids in encoded])
 
 
 def unknown_rate(tokenizer, texts: list[str]) -> float:

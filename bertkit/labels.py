@@ -347,4 +347,17 @@ def check_missing_labels(values: list, kind: str, dataset: datasets.Dataset, sou
     )
 
 
-__all__ = ["LabelKind", "MISSING_LABELS", "Where", "LabelSpace", "column_label_space", "check_missing_labels"]
+def label_distribution(dataset, labels) -> dict[str, int]:
+    """Rows per label name of a read dataset (multi-label: rows carrying each label); {} for regression."""
+    if labels is None or labels.kind == "regression":
+        return {}
+    counts = Counter()
+    for value in list(dataset["labels"]):
+        if labels.kind == "single":
+            counts[labels.names[value]] += 1
+        else:
+            counts.update(name for name, hot in zip(labels.names, value) if hot)
+    return {name: counts[name] for name in labels.names}
+
+__all__ = ["LabelKind", "MISSING_LABELS", "Where", "LabelSpace", "column_label_space", "check_missing_labels",
+           "label_distribution"]

@@ -5,9 +5,10 @@ export is bertkit/export.py; this is what serving one needs."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ INT8_FILE = "model_int8.onnx"
 EXPORT_FILE = "onnx_export.json"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 PAD_LOGIT = -1e4  # a per-token output at a padding position the graph was not run on
+PARITY_TOLERANCE = 1e-4  # max abs difference of the fp32 export's outputs from PyTorch's
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,21 @@ class Head:
     choices: bool = False
     per_token: bool = False  # outputs (B, T, ...) rather than (B, ...)
 
+
+
+@dataclass
+class TaskGraph:
+    """What `bertkit export` writes for a model whose task puts more than its transformers head in the graph (a task
+    module's `onnx_graph(run_dir)`: an embedding model's pooling and normalisation)."""
+
+    model: torch.nn.Module
+    head: Head
+    summary: dict = field(default_factory=dict)
+    """Keys onnx_export.json adds for the export's runner."""
+    check: Callable[[Path], dict] | None = None
+    """The written export (run as predict runs it) against the reference: {name: max abs difference}."""
+    dev_metrics: bool = True
+    """Whether export measures the run's dev file through the graph (a first stage measures itself)."""
 
 HEADS = {
     "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", ("logits",)),

@@ -24,27 +24,25 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import html
 import json
 import logging
 import math
 import platform
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import transformers
 
-from . import rundir
+from . import rundir, tasks
 from .errors import BertkitError
+from .report_html import SHOWN_EXAMPLES, bar_chart, esc, fmt, histogram, line_chart, missing, section, table
+from .tasks import reporting
+from .tasks.reporting import read_json as _json
 
 logger = logging.getLogger("bertkit")
 
 REPORT_FILE = rundir.REPORT_FILE
 COMPARE_FILE = "report-compare.html"
-SHOWN_EXAMPLES = 12  # dev examples shown per group / list
-PREDICTED_EXAMPLES = 200  # at most this many dev examples run through the model for ner / choice / mlm
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,"Noto Sans","Noto Sans CJK SC",
@@ -63,221 +61,6 @@ mark.gold{background:#c8f0c8;padding:0 2px}mark.pred{background:#ffd9a8;padding:
 mark.both{background:#bfe0ff;padding:0 2px}.tag{font-size:.75em;color:#555;vertical-align:super}
 ul.opts{margin:.2em 0;padding-left:1.2em}code,pre{font-size:.88em;overflow-wrap:anywhere;white-space:pre-wrap}
 """
-
-
-def esc(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def fmt(value) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return esc(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    return "nan" if math.isnan(value) else f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
-
-
-def missing(text: str) -> str:
-    return f'<p class="missing">{esc(text)}</p>'
-
-
-def section(title: str, body: str, level: int = 2) -> str:
-    anchor = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-    return f'<section id="{anchor}"><h{level}>{esc(title)}</h{level}>\n{body}</section>\n'
-
-
-def table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-# ------------------------------------------------------------------------------------------------ the figures
-
-
-def _ticks(low: float, high: float, count: int = 4) -> list[float]:
-    if high <= low:
-        return [low]
-    raw = (high - low) / count
-    step = 10 ** math.floor(math.log10(raw))
-    step *= next(m for m in (1, 2, 2.5, 5, 10) if raw <= m * step)
-    first = math.ceil(low / step) * step
-    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
-
-
-def _tick(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.2g}"
-
-
-def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, y_label: str = "",
-               marks: list[tuple[float, str]] = (), width: int = 520, height: int = 240, log_y: bool = False) -> str:
-    """An SVG line chart: each series (name, [(x, y)]) in its own colour with its points, a legend, and vertical
-    marks (x, label) such as the best checkpoint."""
-    series = [(name, [(x, y) for x, y in pts if y is not None and math.isfinite(y) and (y > 0 or not log_y)])
-              for name, pts in series]
-    series = [(name, pts) for name, pts in series if pts]
-    if not series:
-        return missing(f"{title}: nothing logged")
-    tf = (lambda v: math.log10(v)) if log_y else (lambda v: v)
-    xs = [x for _, pts in series for x, _ in pts] + [x for x, _ in marks]
-    ys = [tf(y) for _, pts in series for _, y in pts]
-    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    if y1 == y0:
-        y0, y1 = y0 - abs(y0) * 0.1 - 0.05, y1 + abs(y1) * 0.1 + 0.05
-    pad = (y1 - y0) * 0.06
-    y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 60, 12, 36 + 16 * ((len(series) - 1) // 3), 36
-    px = lambda x: left + (x - x0) / (x1 - x0) * (width - left - right)  # noqa: E731
-    py = lambda y: top + (y1 - tf(y)) / (y1 - y0) * (height - top - bottom)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{esc(title)}" font-size="13">', f'<title>{esc(title)}</title>',
-           f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-           'fill="none" stroke="#ccc"/>']
-    for value in _ticks(y0, y1):
-        y = top + (y1 - value) / (y1 - y0) * (height - top - bottom)
-        shown = _tick(10 ** value) if log_y else _tick(value)
-        out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{shown}</text>')
-    for value in _ticks(x0, x1, 5):
-        x = px(value)
-        out.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
-    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">step</text>')
-    if y_label:
-        out.append(f'<text x="4" y="{top - 6}">{esc(y_label)}{" (log)" if log_y else ""}</text>')
-    for x, label in marks:
-        side = "end" if px(x) > width - 80 else "start"
-        out.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{height - bottom}" stroke="#2ca02c" '
-                   f'stroke-dasharray="4 3"/><text x="{px(x) + (-3 if side == "end" else 3):.1f}" y="{top + 13}" '
-                   f'fill="#2ca02c" text-anchor="{side}">{esc(label)}</text>')
-    for i, (name, pts) in enumerate(series):
-        color = COLORS[i % len(COLORS)]
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.8"/>')
-        if len(pts) <= 60:
-            out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.6" fill="{color}"/>' for x, y in pts]
-        lx, ly = left + (i % 3) * 150, 14 + 16 * (i // 3)
-        out.append(f'<rect x="{lx}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{lx + 14}" y="{ly + 1}">{esc(name[:30])}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def bar_chart(rows: list[tuple[str, list[float]]], names: list[str], title: str, width: int = 520) -> str:
-    """Horizontal grouped bars of 0-1 scores: one group per row (a class), one bar per name (precision, ...)."""
-    if not rows:
-        return missing(f"{title}: no scores")
-    bar, gap, left = 15, 10, 120
-    height = 34 + len(rows) * (bar * len(names) + gap)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>"]
-    for i, name in enumerate(names):
-        out.append(f'<rect x="{left + i * 100}" y="5" width="11" height="11" fill="{COLORS[i]}"/>'
-                   f'<text x="{left + i * 100 + 15}" y="15">{esc(name)}</text>')
-    span = width - left - 50
-    y = 28
-    for label, values in rows:
-        out.append(f'<text x="{left - 6}" y="{y + bar * len(names) / 2 + 4}" text-anchor="end">{esc(label[:16])}'
-                   "</text>")
-        for i, value in enumerate(values):
-            v = 0.0 if value is None or not math.isfinite(value) else max(0.0, min(1.0, value))
-            out.append(f'<rect x="{left}" y="{y}" width="{v * span:.1f}" height="{bar - 1}" fill="{COLORS[i]}"/>'
-                       f'<text x="{left + v * span + 3:.1f}" y="{y + bar - 3}">{fmt(value)}</text>')
-            y += bar
-        y += gap
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def heat_map(labels: list[str], matrix: list[list[int]], title: str = "confusion matrix") -> str:
-    """The confusion matrix as coloured cells with their counts: rows gold, columns predicted."""
-    n = len(labels)
-    cell = max(22, min(60, 480 // max(n, 1)))
-    left, top = 120, 110
-    size = (left + n * cell + 10, top + n * cell + 10)
-    peak = max((max(row) for row in matrix if row), default=1) or 1
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size[0]} {size[1]}" role="img" '
-           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>",
-           f'<text x="{left}" y="14">predicted →</text><text x="4" y="{top - 6}">gold ↓</text>']
-    for j, label in enumerate(labels):
-        x = left + j * cell + cell / 2
-        out.append(f'<text transform="translate({x:.1f},{top - 6}) rotate(-45)">{esc(label[:16])}</text>')
-    for i, row in enumerate(matrix):
-        out.append(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:.1f}" text-anchor="end">'
-                   f"{esc(labels[i][:16])}</text>")
-        for j, count in enumerate(row):
-            share = count / peak
-            color = f"rgb({int(255 - 200 * share)},{int(255 - 140 * share)},{int(255 - 60 * share)})"
-            ink = "#fff" if share > 0.6 else "#222"
-            out.append(f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
-                       f'fill="{color}" stroke="{"#2ca02c" if i == j else "none"}"/><text x="'
-                       f'{left + j * cell + cell / 2:.1f}" y="{top + i * cell + cell / 2 + 4:.1f}" '
-                       f'text-anchor="middle" fill="{ink}">{count}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def histogram(values: list[int], title: str, marker: int | None = None, marker_label: str = "", bins: int = 30,
-              width: int = 520, height: int = 220) -> str:
-    """Vertical bars counting `values` (token lengths) in equal-width bins from 0, and a dashed line at `marker`
-    (max_length) with its label."""
-    if not values:
-        return missing(f"{title}: no values")
-    top_value = max(max(values), marker or 0) + 1
-    size = max(1, math.ceil(top_value / bins))
-    counts = [0] * math.ceil(top_value / size)
-    for value in values:
-        counts[min(value // size, len(counts) - 1)] += 1
-    left, right, top, bottom = 60, 12, 30, 36
-    span_x, span_y = width - left - right, height - top - bottom
-    peak = max(counts) or 1
-    px = lambda v: left + v / (len(counts) * size) * span_x  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{esc(title)}" font-size="13">', f"<title>{esc(title)}</title>",
-           f'<text x="4" y="16">{esc(title)}</text>',
-           f'<rect x="{left}" y="{top}" width="{span_x}" height="{span_y}" fill="none" stroke="#ccc"/>']
-    for value in _ticks(0, peak):
-        y = top + span_y - value / peak * span_y
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{_tick(value)}</text>')
-    for i, count in enumerate(counts):
-        h = count / peak * span_y
-        out.append(f'<rect x="{px(i * size):.1f}" y="{top + span_y - h:.1f}" width="{max(px(size) - left - 1, 1):.1f}"'
-                   f' height="{h:.1f}" fill="{COLORS[0]}"/>')
-    for value in _ticks(0, len(counts) * size, 5):
-        out.append(f'<text x="{px(value):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
-    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">tokens</text>')
-    if marker is not None:
-        side = "end" if px(marker) > width - 120 else "start"
-        out.append(f'<line x1="{px(marker):.1f}" x2="{px(marker):.1f}" y1="{top}" y2="{top + span_y}" '
-                   f'stroke="#d62728" stroke-dasharray="4 3"/><text x="{px(marker) + (-3 if side == "end" else 3):.1f}"'
-                   f' y="{top + 14}" fill="#d62728" text-anchor="{side}">{esc(marker_label)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def scatter(points: list[tuple[float, float]], title: str, x_label: str, y_label: str, size: int = 360) -> str:
-    """Gold (x) against predicted (y), with the diagonal y = x."""
-    if not points:
-        return missing(f"{title}: no points")
-    values = [v for point in points for v in point]
-    low, high = min(values), max(values)
-    if high == low:
-        low, high = low - 1, high + 1
-    m = 40
-    p = lambda v: m + (v - low) / (high - low) * (size - 2 * m)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size}" role="img" '
-           f'aria-label="{esc(title)}" font-size="11">', f"<title>{esc(title)}</title>",
-           f'<rect x="{m}" y="{m}" width="{size - 2 * m}" height="{size - 2 * m}" fill="none" stroke="#ccc"/>',
-           f'<line x1="{m}" y1="{size - m}" x2="{size - m}" y2="{m}" stroke="#aaa" stroke-dasharray="4 3"/>',
-           f'<text x="{size / 2}" y="{size - 8}" text-anchor="middle">{esc(x_label)}</text>',
-           f'<text x="6" y="{m - 10}">{esc(y_label)}</text>',
-           f'<text x="{m}" y="{size - m + 14}">{_tick(low)}</text>'
-           f'<text x="{size - m}" y="{size - m + 14}" text-anchor="end">{_tick(high)}</text>']
-    out += [f'<circle cx="{p(x):.1f}" cy="{size - p(y):.1f}" r="3" fill="#1f77b4" fill-opacity="0.6"/>'
-            for x, y in points[:2000]]
-    out.append("</svg>")
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------------------------ reading a run
@@ -308,14 +91,6 @@ class RunView:
         return data.get("eval")
 
 
-def _json(path: Path, default):
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return default
-    return data if isinstance(data, type(default)) else default
-
-
 def read_view(run_dir: str | Path, history: list[dict] | None = None, live: dict | None = None) -> RunView:
     """The run directory's files (those there are): log history (or `history`, live), metrics, config, record."""
     from .diagnose import read_log_history
@@ -342,8 +117,14 @@ def read_view(run_dir: str | Path, history: list[dict] | None = None, live: dict
     if live and live.get("metric"):
         view.metric, view.greater = live["metric"], live["greater"]
     if not view.metric:
-        view.metric = "perplexity" if view.recipe == "mlm" else ""
+        view.metric = task_report(view.recipe).default_metric
     return view
+
+
+def task_report(recipe: str) -> reporting.Report:
+    """The run's task's part of the page (bertkit/tasks/reporting.py); the base part for a recipe that is no task
+    (distill) or a task with no view of its own."""
+    return (tasks.task_part(recipe, "Report") or reporting.Report)()
 
 
 def eval_points(history: list[dict], key: str) -> list[tuple[float, float]]:
@@ -362,25 +143,6 @@ def best_evaluation(view: RunView) -> tuple[int, float] | None:
 # ------------------------------------------------------------------------------------------------ the answer
 
 
-def chance_of(view: RunView, examples: dict) -> tuple[float, str] | None:
-    """(chance level, what it is) for the selection metric, where the task has one: a classifier that always
-    answers the majority class (accuracy: its share; macro F1: its F1 over the number of classes), or picking a
-    multiple-choice option at random."""
-    if view.recipe == "classify" and view.metric in ("accuracy", "macro_f1"):
-        rows = _json(view.path / "confusion_matrix.json", {}).get("matrix")
-        if not rows:
-            return None
-        totals = [sum(row) for row in rows]
-        share = max(totals) / max(sum(totals), 1)
-        if view.metric == "accuracy":
-            return share, "always answering the majority class"
-        return 2 * share / (1 + share) / len(rows), "macro F1 of always answering the majority class"
-    if view.recipe == "choice" and examples.get("choice"):
-        options = [len(e["options"]) for e in examples["choice"]]
-        return sum(1 / n for n in options) / len(options), "picking an option at random"
-    return None
-
-
 def answer_section(view: RunView, examples: dict) -> str:
     metric, value = view.metric, view.eval.get(view.metric)
     if view.live:
@@ -392,7 +154,8 @@ def answer_section(view: RunView, examples: dict) -> str:
     where = (f"at step {view.live['step']:,} of {view.live['max_steps']:,} (training; this page is rewritten at "
              "each evaluation)") if view.live else "on dev, the final model"
     lines = [f"<strong>dev {esc(metric)} = {fmt(value)}</strong> {where}"]
-    chance = chance_of(view, examples)
+    part = task_report(view.recipe)
+    chance = part.chance(view, examples)  # the majority class's share, a random option: the task says
     if chance:
         level, what = chance
         lift = value - level
@@ -406,8 +169,7 @@ def answer_section(view: RunView, examples: dict) -> str:
         same = math.isclose(top, value, rel_tol=1e-6, abs_tol=1e-9)
         lines.append(f"best evaluation: {fmt(top)} at {at}" + (" — the model kept is that one" if same and not
                                                                view.live else ""))
-    if view.recipe == "mlm" and perplexity_before(view) is not None:
-        lines.append(f"held-out perplexity before training {fmt(perplexity_before(view))}")
+    lines += part.answer_lines(view)
     return section("The answer", '<p class="answer">' + "<br>".join(lines) + "</p>" + warnings_of(view))
 
 
@@ -472,202 +234,8 @@ def curves_section(view: RunView) -> str:
 # ------------------------------------------------------------------------------------------------ per task
 
 
-def per_class_rows(metrics: dict, prefix: str = "") -> list[tuple[str, list[float]]]:
-    names = [k[3:] for k in metrics if k.startswith("f1_") and k[3:] not in ("micro", "macro", "weighted")]
-    return [(name, [metrics.get(f"precision_{name}"), metrics.get(f"recall_{name}"), metrics.get(f"f1_{name}")])
-            for name in names]
-
-
-def highlight(text: str, spans: list[tuple[int, int, str, str]]) -> str:
-    """`text` with character spans (start, end, css class, label) marked; overlapping spans: the first wins."""
-    out, at = [], 0
-    for start, end, kind, label in sorted(spans):
-        if start < at or end <= start:
-            continue
-        out.append(esc(text[at:start]))
-        out.append(f'<mark class="{kind}">{esc(text[start:end])}<span class="tag">{esc(label)}</span></mark>')
-        at = end
-    out.append(esc(text[at:]))
-    return "".join(out)
-
-
-def classify_sections(view: RunView, examples: dict, diagnosis) -> str:
-    kind = examples.get("kind") or ("single" if (view.path / "confusion_matrix.json").is_file() else None)
-    parts = []
-    rows = per_class_rows(view.eval)
-    if kind in (None, "single") or rows:
-        parts.append(section("Per-class precision, recall and F1",
-                             bar_chart(rows, ["precision", "recall", "F1"], "per-class scores") if rows else
-                             missing("no per-class scores in metrics.json"), 3))
-    if kind in (None, "single"):
-        matrix = _json(view.path / "confusion_matrix.json", {})
-        if matrix.get("matrix"):
-            body = heat_map(matrix["labels"], matrix["matrix"])
-        elif matrix.get("format") == "sparse":
-            body = table(["gold", "predicted", "count"], [[c["true"], c["predicted"], c["count"]]
-                                                           for c in matrix.get("confusions", [])])
-        else:
-            body = missing("no confusion_matrix.json")
-        parts.append(section("Confusion matrix", body, 3))
-        parts.append(section("Confidently wrong on dev", confident_errors_html(diagnosis, examples), 3))
-    if kind == "multi":
-        parts.append(section("Multi-label threshold", threshold_html(view, examples), 3))
-    if kind == "regression":
-        points = examples.get("scatter") or []
-        parts.append(section("Gold against predicted", scatter(points, "regression", "gold", "predicted") if points
-                             else missing("no dev predictions (the dev file is not there, or the run had none)"), 3))
-    return "".join(parts)
-
-
-def confident_errors_html(diagnosis, examples: dict) -> str:
-    from .diagnose import CONFIDENT
-
-    if diagnosis is None or not examples.get("texts"):
-        return missing(examples.get("why") or "no dev predictions (the dev file is not there, or the run is training)")
-    parts = [f"<p>wrong at probability {CONFIDENT} or more, grouped gold → predicted</p>" if diagnosis.errors else
-             f"<p>none: no wrong dev prediction at probability {CONFIDENT} or more</p>"]
-    for gold, predicted, count, texts in diagnosis.errors[:SHOWN_EXAMPLES]:
-        items = "".join(f'<div class="ex">{esc(text)}</div>' for text in texts)
-        parts.append(f"<h4>{esc(gold)} → {esc(predicted)}: {count}</h4>{items}")
-    names, probs = examples["names"], examples["probs"]
-    wrong = sorted(((float(row.max()), text, names[label], names[int(row.argmax())])
-                    for text, label, row in zip(examples["texts"], examples["gold"], probs)
-                    if int(row.argmax()) != label), key=lambda item: -item[0])
-    if wrong:
-        rows = [[text, gold, predicted, round(p, 3)] for p, text, gold, predicted in wrong[:SHOWN_EXAMPLES]]
-        parts.append(f"<h4>every wrong dev prediction, the most confident first ({len(wrong)} of "
-                     f"{len(probs)})</h4>" + table(["text", "gold", "predicted", "probability"], rows))
-    return "".join(parts)
-
-
-def threshold_html(view: RunView, examples: dict) -> str:
-    threshold = view.metrics.get("threshold")
-    curve = examples.get("threshold_curve") or []
-    text = f"<p>decision threshold in force: {fmt(threshold)} (tuned on dev)</p>" if threshold is not None else ""
-    if not curve:
-        return text + missing("no threshold curve (no dev predictions)")
-    marks = [(threshold, "tuned")] if isinstance(threshold, (int, float)) else []
-    chart = line_chart([("micro F1", curve)], "micro F1 by threshold", "micro F1", marks, height=200)
-    return text + chart.replace(">step<", ">threshold<")
-
-
-def ner_sections(view: RunView, examples: dict) -> str:
-    types = per_class_rows(view.eval)
-    parts = [section("F1 per entity type", bar_chart(types, ["precision", "recall", "F1"], "per-type scores")
-                     if types else missing("no per-type scores in metrics.json"), 3)]
-    sentences = examples.get("ner")
-    if not sentences:
-        parts.append(section("Dev sentences", missing(examples.get("why") or "no dev predictions"), 3))
-        return "".join(parts)
-    wrong = [s for s in sentences if s["gold"] != s["predicted"]]
-    shown = (wrong + [s for s in sentences if s["gold"] == s["predicted"]])[:SHOWN_EXAMPLES]
-    items = []
-    for s in shown:
-        gold = highlight(s["text"], [(a, b, "gold", t) for a, b, t in s["gold"]])
-        pred = highlight(s["text"], [(a, b, "pred", t) for a, b, t in s["predicted"]])
-        verdict = "differs" if s["gold"] != s["predicted"] else "same"
-        items.append(f'<div class="ex"><div>gold: {gold}</div><div>predicted ({verdict}): {pred}</div></div>')
-    intro = (f"<p>{len(wrong)} of {len(sentences)} dev sentences predicted differently from gold; the first "
-             f'{len(shown)} shown, those that differ first. <mark class="gold">gold</mark> '
-             '<mark class="pred">predicted</mark></p>')
-    parts.append(section("Dev sentences", intro + "".join(items), 3))
-    return "".join(parts)
-
-
-def qa_sections(view: RunView, examples: dict) -> str:
-    questions = examples.get("qa")
-    if not questions:
-        why = examples.get("why") or "no dev_predictions.jsonl"
-        return section("Dev questions", missing(why), 3) + section("EM and F1 by answer length", missing(why), 3)
-    wrong = [q for q in questions if q["f1"] < 1]
-    shown = (wrong + [q for q in questions if q["f1"] >= 1])[:SHOWN_EXAMPLES]
-    items = []
-    for q in shown:
-        spans = [(a, a + len(t), "gold", "gold") for t, a in q["gold"] if isinstance(a, int)]
-        if q["start"] is not None:
-            overlap = any(s == (q["start"], q["end"]) for s in ((a, b) for a, b, _, _ in spans))
-            spans = [s for s in spans if (s[0], s[1]) != (q["start"], q["end"])]
-            spans.append((q["start"], q["end"], "both" if overlap else "pred", "both" if overlap else "predicted"))
-        golds = " | ".join(t for t, _ in q["gold"]) or "(no answer)"
-        items.append(f'<div class="ex"><strong>{esc(q["question"])}</strong><br>{highlight(q["context"], spans)}'
-                     f'<br><span class="note">gold: {esc(golds)} · predicted: {esc(q["answer"] or "(no answer)")} · '
-                     f'EM {q["em"]:.0f} · F1 {q["f1"]:.2f}</span></div>')
-    intro = (f"<p>{len(wrong)} of {len(questions)} dev questions not answered exactly; the first {len(shown)} shown. "
-             '<mark class="gold">gold</mark> <mark class="pred">predicted</mark> <mark class="both">both</mark></p>')
-    buckets: dict[str, list] = {}
-    for q in questions:
-        words = min((len(t.split()) if view_language(view) == "en" else len(t) for t, _ in q["gold"]), default=0)
-        name = "no answer" if not q["gold"] else "1-2" if words <= 2 else "3-5" if words <= 5 else "6+"
-        buckets.setdefault(name, []).append(q)
-    unit = "words" if view_language(view) == "en" else "characters"
-    rows = [[f"{name} {unit}" if name != "no answer" else name, len(qs), 100 * sum(q["em"] for q in qs) / len(qs),
-             100 * sum(q["f1"] for q in qs) / len(qs)] for name, qs in sorted(buckets.items())]
-    return (section("Dev questions", intro + "".join(items), 3)
-            + section("EM and F1 by answer length", table(["gold answer length", "questions", "EM", "F1"], rows), 3))
-
-
-def view_language(view: RunView) -> str:
-    return str(view.metrics.get("language") or view.config.get("language") or "en")
-
-
-def choice_sections(view: RunView, examples: dict) -> str:
-    items = examples.get("choice")
-    if not items:
-        return section("Dev questions and options", missing(examples.get("why") or "no dev predictions"), 3)
-    wrong = [e for e in items if e["chosen"] != e["label"]]
-    out = []
-    for e in (wrong + [e for e in items if e["chosen"] == e["label"]])[:SHOWN_EXAMPLES]:
-        options = "".join(
-            f"<li>{'✅ ' if i == e['label'] else ''}{'👉 ' if i == e['chosen'] else ''}{esc(option)} "
-            f'<span class="note">({e["probs"][i]:.2f})</span></li>' for i, option in enumerate(e["options"]))
-        out.append(f'<div class="ex">{esc(e["context"])}<br><strong>{esc(e["question"])}</strong>'
-                   f'<ul class="opts">{options}</ul></div>')
-    intro = (f"<p>{len(wrong)} of {len(items)} dev questions answered wrongly; ✅ gold, 👉 chosen (probability)"
-             "</p>")
-    return section("Dev questions and options", intro + "".join(out), 3)
-
-
-def perplexity_before(view: RunView) -> float | None:
-    """The held-out perplexity of the model before training (the mlm recipe's metrics.json: eval.perplexity_before,
-    and before.perplexity)."""
-    before = view.eval.get("perplexity_before", (view.metrics.get("before") or {}).get("perplexity"))
-    return before if isinstance(before, (int, float)) else None
-
-
-def mlm_sections(view: RunView, examples: dict) -> str:
-    before, after = perplexity_before(view), view.eval.get("perplexity")
-    if isinstance(after, (int, float)):
-        rows = [["before training", before], ["after training", after]] if before is not None else \
-            [["after training", after]]
-        body = table(["held-out perplexity", "value"], rows)
-    else:
-        body = missing("no perplexity in metrics.json")
-    fills = examples.get("mlm")
-    if fills:
-        items = "".join(f'<div class="ex">{esc(f["masked"])}<br><span class="note">hidden: {esc(f["word"])} · '
-                        f'model: {esc(", ".join(f"{t} ({p:.2f})" for t, p in f["top"]))}</span></div>'
-                        for f in fills[:SHOWN_EXAMPLES])
-    else:
-        items = missing(examples.get("why") or "no fill-mask examples")
-    return section("Perplexity", body, 3) + section("Fill-mask examples", items, 3)
-
-
-def embed_sections(view: RunView) -> str:
-    """The embed recipe's dev metrics of the model before training (metrics.json base_eval) beside the fine-tuned
-    one's: ranking (NDCG@10, MRR@10, Recall@k) or Spearman for scored pairs."""
-    base = view.metrics.get("base_eval") if isinstance(view.metrics.get("base_eval"), dict) else {}
-    rows = [[name, base.get(name, "-"), value] for name, value in view.eval.items()]
-    body = table(["dev metric", "base model", "fine-tuned"], rows) if rows else missing("no dev metrics in "
-                                                                                          "metrics.json")
-    return section("Base model and fine-tuned", body, 3)
-
-
 def task_section(view: RunView, examples: dict, diagnosis) -> str:
-    build = {"classify": lambda: classify_sections(view, examples, diagnosis),
-             "ner": lambda: ner_sections(view, examples), "qa": lambda: qa_sections(view, examples),
-             "choice": lambda: choice_sections(view, examples), "mlm": lambda: mlm_sections(view, examples),
-             "embed": lambda: embed_sections(view)}
-    body = build[view.recipe]() if view.recipe in build else missing(f"no task view for a '{view.recipe}' run")
+    body = task_report(view.recipe).sections(view, examples, diagnosis)
     if view.live:
         body = missing("the dev examples need the final model: they appear when the run ends") + body
     return section(f"The task on dev ({view.recipe or 'unknown task'})", body)
@@ -678,9 +246,10 @@ def task_section(view: RunView, examples: dict, diagnosis) -> str:
 
 def data_section(view: RunView, examples: dict) -> str:
     """What `bertkit inspect` finds, for the run's own files: labels in train and dev, token lengths with
-    max_length and the share it cuts, duplicates and train/dev overlap (classify; ner: tags and sentence lengths)."""
+    max_length and the share it cuts, duplicates and train/dev overlap (classify; ner: tags and sentence lengths).
+    A task whose dev view shows its inputs (qa, choice, mlm) has none."""
     data = examples.get("data")
-    if view.recipe not in ("classify", "ner"):  # qa / choice / mlm: their dev view shows the inputs
+    if not task_report(view.recipe).shows_data:
         return ""
     if not data:
         why = "the data is read when the run ends" if view.live else \
@@ -715,51 +284,6 @@ def data_section(view: RunView, examples: dict) -> str:
     return section("The data", "\n".join(parts))
 
 
-def classify_data(classifier, train_path: str | None, dev_set, columns) -> dict:
-    """The data view of a classify run: its training file read as the run read it (labels, lengths, quality)."""
-    from .inspection import label_distribution, token_lengths
-    from .splits import duplicate_and_overlap_report
-    from .tasks.classify import read_examples
-
-    if not train_path or not Path(train_path).is_file():
-        return {"data_why": f"its training file {train_path} is not there any more" if train_path else
-                "the training data was not a local file"}
-    train, train_columns, _ = read_examples(train_path, classifier.column_overrides, classifier.labels)
-    texts = list(train[train_columns.text])
-    pairs = list(train[train_columns.text_pair]) if train_columns.text_pair else None
-    return {"data": {
-        "labels": {"train": label_distribution(train, classifier.labels),
-                   "dev": label_distribution(dev_set, classifier.labels)},
-        "label_unit": "rows", "length_unit": "texts",
-        "over": "of training texts over one window (chunked)" if classifier.long_doc.strategy == "chunk" else
-        f"of training texts truncated ({classifier.long_doc.strategy})",
-        "lengths": [int(n) for n in token_lengths(classifier.tokenizer, texts, pairs)],
-        "max_length": classifier.max_length,
-        "quality": duplicate_and_overlap_report(train, dev_set, columns)}}
-
-
-def ner_data(tagger, train_path: str | None, dev_sentences) -> dict:
-    """The data view of an ner run: entities per type in train and dev, sub-tokens per training sentence."""
-    from collections import Counter
-
-    from .inspection import word_token_lengths
-    from .tasks.ner import read_examples, tags_to_spans
-
-    if not train_path or not Path(train_path).is_file():
-        return {"data_why": f"its training file {train_path} is not there any more" if train_path else
-                "the training data was not a local file"}
-    sentences = read_examples(train_path, tagger.settings.read_options()).sentences
-
-    def entities(split) -> dict:
-        return dict(Counter(kind for s in split for _, _, kind in tags_to_spans(s.tags)))
-
-    lengths = word_token_lengths(tagger.tokenizer, [s.words for s in sentences])
-    return {"data": {"labels": {"train": entities(sentences), "dev": entities(dev_sentences)},
-                     "label_unit": "entities", "length_unit": "sentences",
-                     "over": "of training sentences take 2+ windows", "lengths": [int(n) for n in lengths],
-                     "max_length": tagger.settings.max_length}}
-
-
 # ------------------------------------------------------------------------------------------------ dev examples
 
 
@@ -768,154 +292,10 @@ def dev_examples(view: RunView) -> dict:
     {"why": ...} when there are none to show."""
     if view.live:
         return {"why": "training"}
-    if view.recipe == "qa":
-        return qa_examples(view)
-    dev = view.dev_file
-    if not dev:
-        return {"why": "the run had no dev split (data.eval was not set)"}
-    if not Path(dev).is_file():
-        return {"why": f"its dev file {dev} is not there any more"}
-    if not (view.path / "config.json").is_file():
-        return {"why": "no model in the run directory"}
     from .console import quiet_mode
 
-    reader = {"classify": classify_examples, "ner": ner_examples, "choice": choice_examples, "mlm": mlm_examples}
-    if view.recipe not in reader:
-        return {"why": f"no dev view for a '{view.recipe}' run"}
-    train = (view.config.get("data") or {}).get("train") if isinstance(view.config.get("data"), dict) else None
     with quiet_mode():
-        if view.recipe in ("classify", "ner"):
-            return reader[view.recipe](str(view.path), dev, train)
-        return reader[view.recipe](str(view.path), dev)
-
-
-def classify_examples(run_dir: str, dev: str, train: str | None = None) -> dict:
-    import numpy as np
-
-    from .tasks.classify import load_predictor, predict_probabilities, read_examples
-
-    classifier = load_predictor(run_dir)
-    dataset, columns, _ = read_examples(dev, classifier.column_overrides, classifier.labels)
-    texts = list(dataset[columns.text])
-    pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
-    probs = predict_probabilities(classifier, texts, pairs)
-    kind, gold = classifier.labels.kind, dataset["labels"]
-    out = {"kind": kind, "texts": texts, "names": list(classifier.labels.names or [])}
-    if kind == "single":
-        out.update(gold=[int(g) for g in gold], probs=probs)
-    elif kind == "regression":
-        out["scatter"] = [(float(g), float(p)) for g, p in zip(gold, np.asarray(probs).reshape(-1))]
-        out["predicted"] = [round(float(p), 4) for p in np.asarray(probs).reshape(-1)]
-    else:
-        refs = np.asarray(gold).astype(int)
-        curve = []
-        for threshold in np.round(np.arange(0.05, 0.951, 0.05), 2):
-            chosen = probs >= threshold
-            tp = float((chosen & (refs == 1)).sum())
-            fp, fn = float((chosen & (refs == 0)).sum()), float((~chosen & (refs == 1)).sum())
-            curve.append((float(threshold), 2 * tp / (2 * tp + fp + fn) if tp else 0.0))
-        out["threshold_curve"] = curve
-        threshold = classifier.labels.threshold or 0.5
-        out["predicted"] = [tuple(n for n, p in zip(out["names"], row) if p >= threshold) for row in probs]
-    if kind == "single":
-        out["predicted"] = [out["names"][int(i)] for i in probs.argmax(axis=1)]
-    out["keys"] = [f"{t} | {p}" if pairs else t for t, p in zip(texts, pairs or texts)]
-    return {**out, **classify_data(classifier, train, dataset, columns)}
-
-
-def ner_examples(run_dir: str, dev: str, train: str | None = None) -> dict:
-    from .tasks.ner import decode, load_predictor, predict_word_probabilities, read_examples, tags_to_spans
-
-    tagger = load_predictor(run_dir)
-    every = read_examples(dev, tagger.settings.read_options()).sentences
-    sentences = every[:PREDICTED_EXAMPLES]
-    probs = predict_word_probabilities(tagger, sentences)
-
-    def chars(sentence, tags):  # word spans (end inclusive or not: tags_to_spans says) -> character spans
-        spans = []
-        for start, end, kind in tags_to_spans(tags):
-            last = min(end, len(sentence.offsets)) - 1
-            spans.append((sentence.offsets[start][0], sentence.offsets[last][1], kind))
-        return spans
-
-    rows = []
-    for sentence, word_probs in zip(sentences, probs):
-        predicted = decode(word_probs, tagger.id2label)[0]
-        rows.append({"text": sentence.text, "gold": chars(sentence, sentence.tags),
-                     "predicted": chars(sentence, predicted)})
-    return {"ner": rows, "keys": [r["text"] for r in rows], "predicted": [r["predicted"] for r in rows],
-            **ner_data(tagger, train, every)}
-
-
-def qa_examples(view: RunView) -> dict:
-    from .metrics import answer_scorer
-    from .tasks.qa import read_examples
-
-    predictions = view.path / "dev_predictions.jsonl"
-    if not predictions.is_file():
-        return {"why": "no dev_predictions.jsonl (the run had no dev split)"}
-    records = {}
-    for line in predictions.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "id" in record:
-            records[str(record["id"])] = record
-    dev = view.dev_file
-    if not dev or not Path(dev).is_file():
-        return {"why": f"its dev file {dev} is not there any more: the contexts cannot be shown"}
-    score = answer_scorer("zh" if view_language(view) == "zh" else "en")
-    rows = []
-    for example in read_examples(dev)[0]:
-        record = records.get(str(example.id))
-        if record is None:
-            continue
-        gold = [(a.get("text", ""), a.get("answer_start")) for a in example.answers]
-        em, f1 = score(record.get("answer") or "", [t for t, _ in gold])
-        start = record.get("start") if isinstance(record.get("start"), int) else None
-        rows.append({"question": example.question, "context": example.context, "gold": gold,
-                     "answer": record.get("answer") or "", "start": start,
-                     "end": record.get("end") if start is not None else None, "em": em, "f1": f1})
-    return {"qa": rows, "keys": [r["question"] + " | " + r["context"][:80] for r in rows],
-            "predicted": [r["answer"] for r in rows]}
-
-
-def choice_examples(run_dir: str, dev: str) -> dict:
-    from .tasks.choice import load_predictor, predict_probabilities, read_examples
-
-    chooser = load_predictor(run_dir)
-    examples = read_examples(dev)[:PREDICTED_EXAMPLES]
-    probs = predict_probabilities(chooser, examples)
-    rows = [{"context": e.context, "question": e.question, "options": e.options, "label": e.label,
-             "chosen": int(p.argmax()), "probs": [float(v) for v in p]} for e, p in zip(examples, probs)]
-    return {"choice": rows, "keys": [r["context"][:80] + " | " + r["question"] for r in rows],
-            "predicted": [r["options"][r["chosen"]] for r in rows]}
-
-
-def mlm_examples(run_dir: str, dev: str) -> dict:
-    """A few held-out lines with one word (the longest) hidden, and the model's top tokens for it."""
-    from .tasks.mlm import load_predictor
-
-    predictor = load_predictor(run_dir)
-    mask = predictor.tokenizer.mask_token
-    lines = [line.strip() for line in Path(dev).read_text(encoding="utf-8").splitlines() if line.strip()]
-    chosen = []
-    for line in lines[:SHOWN_EXAMPLES]:
-        words = line.split()
-        if len(words) >= 3:
-            word = max(words[: 40], key=len)
-            chosen.append((line.replace(word, mask, 1), word))
-        elif len(line) >= 4:  # Chinese: no spaces, hide one character in the middle
-            middle = min(len(line) // 2, 60)
-            chosen.append((line[:middle] + mask + line[middle + 1:], line[middle]))
-    if not chosen:
-        return {"why": "no held-out line long enough to mask"}
-    tops = predictor.top_tokens([text[:400] for text, _ in chosen])
-    rows = [{"masked": text[:400], "word": word, "top": [(t["token"], t["score"]) for t in top[0]] if top else []}
-            for (text, word), top in zip(chosen, tops)]
-    return {"mlm": rows, "keys": [r["masked"] for r in rows], "predicted": [r["top"][0][0] if r["top"] else ""
-                                                                             for r in rows]}
+        return task_report(view.recipe).examples(view)
 
 
 # ------------------------------------------------------------------------------------------------ diagnosis
@@ -1298,5 +678,5 @@ def write_comparison(run_dirs: list[str], output: str | Path = COMPARE_FILE, for
 
 __all__ = ["write_report", "write_report_quietly", "write_live_report", "ReportCallback", "write_comparison",
            "record_evaluation", "evaluation_record_path",
-           "compare", "render", "read_view", "RunView", "check_reportable", "line_chart", "bar_chart", "heat_map",
-           "scatter", "REPORT_FILE", "COMPARE_FILE", "dev_examples"]
+           "compare", "render", "read_view", "RunView", "check_reportable",
+           "REPORT_FILE", "COMPARE_FILE", "dev_examples"]

@@ -12,6 +12,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from transformers import BertTokenizerFast
 
 from bertkit.errors import BertkitError
@@ -63,4 +65,18 @@ def chinese_bert_tokenizer(model_max_length: int = 512) -> BertTokenizerFast:
     )
 
 
-__all__ = ["CHINESE_VOCAB_SIZE", "chinese_bert_tokenizer", "chinese_vocab_path", "read_vocab"]
+def token_lengths(tokenizer, texts: list[str], pairs: list[str] | None) -> np.ndarray:
+    """Full length of each example in tokens, special tokens included, before any truncation."""
+    encoded = tokenizer(texts, pairs, truncation=False, verbose=False)["input_ids"]
+    return np.array([len(ids) for ids in encoded])
+
+
+def word_token_lengths(tokenizer, sentences: list[list[str]]) -> np.ndarray:
+    """Full length in tokens of each pre-split sentence (ner's words), special tokens included."""
+    if not sentences:
+        return np.array([], dtype=int)
+    encoded = tokenizer(sentences, is_split_into_words=True, truncation=False, verbose=False)["input_ids"]
+    return np.array([len(ids) for ids in encoded])
+
+__all__ = ["CHINESE_VOCAB_SIZE", "chinese_bert_tokenizer", "chinese_vocab_path", "read_vocab", "token_lengths",
+           "word_token_lengths"]

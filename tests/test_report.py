@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bertkit import report
+from bertkit import report, report_html
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from helpers import one_line_error
@@ -241,7 +241,7 @@ def test_mlm_report_shows_perplexity_before_and_after_and_fill_mask(mlm_run):
     text = check_page(mlm_run["report"], COMMON + SECTIONS["mlm"])
     metrics = json.loads((mlm_run["out"] / "metrics.json").read_text())
     assert "<td>before training</td>" in text and "<td>after training</td>" in text
-    assert report.fmt(metrics["eval"]["perplexity"]) in text
+    assert report_html.fmt(metrics["eval"]["perplexity"]) in text
     assert "hidden: " in text and "[MASK]" in text  # held-out lines with a word hidden, and the model's guesses
 
 
@@ -287,7 +287,7 @@ def test_the_end_of_run_write_never_fails_the_run(tmp_path, monkeypatch):
 
 
 def test_highlighted_spans_escape_the_text_around_and_inside_them():
-    marked = report.highlight("<b>张三</b> & co", [(3, 5, "gold", "PER<x>"), (0, 2, "pred", "X")])
+    marked = report_html.highlight("<b>张三</b> & co", [(3, 5, "gold", "PER<x>"), (0, 2, "pred", "X")])
     assert marked == ('<mark class="pred">&lt;b<span class="tag">X</span></mark>&gt;<mark class="gold">张三<span '
                       'class="tag">PER&lt;x&gt;</span></mark>&lt;/b&gt; &amp; co')
 

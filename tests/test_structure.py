@@ -27,6 +27,7 @@ LAYERS = {
     "bertkit.console": 2, "bertkit.precision": 2, "bertkit.checkpoints": 2, "bertkit.rundir": 2,
     "bertkit.inference": 2, "bertkit.onnx_model": 2, "bertkit.config": 2, "bertkit.llrd": 2,
     "bertkit.training_arguments": 2,  # TrainingArguments' fields without importing transformers (config checks them)
+    "bertkit.report_html": 2, "bertkit.calibration": 2,
     # 3 tasks: classify, ner, qa, choice, mlm, each the same interface
     "bertkit.tasks": 3,
     # 4 the Trainer wiring and the tools

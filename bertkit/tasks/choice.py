@@ -19,13 +19,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from ..checkpoints import load_finetuned, load_tokenizer
 from ..console import ExamplesProgress
 from ..datafiles import read_table, row_location
 from ..errors import BertkitError
 from ..inference import run_batch, softmax, token_budget_batches
 from ..modeling_bert import BertkitForMultipleChoice
+from ..report_html import PREDICTED_EXAMPLES, SHOWN_EXAMPLES, esc, missing, section
 from ..rundir import atomic_output, check_output_path, write_json
 from . import SETTINGS_KEY, no_confidence_cut, read_settings
 CONTEXT_KEYS = ("context", "article", "passage", "sent1", "premise", "文章", "上下文")
@@ -283,6 +284,48 @@ class Endpoint(serving.Endpoint):
         return records
 
 
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The choice part of report.html: dev questions with their options, gold and chosen marked."""
+
+    def chance(self, view, examples: dict) -> tuple[float, str] | None:
+        if not examples.get("choice"):
+            return None
+        options = [len(e["options"]) for e in examples["choice"]]
+        return sum(1 / n for n in options) / len(options), "picking an option at random"
+
+    def examples(self, view) -> dict:
+        why = reporting.cannot_run_on_dev(view)
+        if why:
+            return {"why": why}
+        chooser = load_predictor(str(view.path))
+        examples = read_examples(view.dev_file)[:PREDICTED_EXAMPLES]
+        probs = predict_probabilities(chooser, examples)
+        rows = [{"context": e.context, "question": e.question, "options": e.options, "label": e.label,
+                 "chosen": int(p.argmax()), "probs": [float(v) for v in p]} for e, p in zip(examples, probs)]
+        return {"choice": rows, "keys": [r["context"][:80] + " | " + r["question"] for r in rows],
+                "predicted": [r["options"][r["chosen"]] for r in rows]}
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        items = examples.get("choice")
+        if not items:
+            return section("Dev questions and options", missing(examples.get("why") or "no dev predictions"), 3)
+        wrong = [e for e in items if e["chosen"] != e["label"]]
+        out = []
+        for e in (wrong + [e for e in items if e["chosen"] == e["label"]])[:SHOWN_EXAMPLES]:
+            options = "".join(
+                f"<li>{'✅ ' if i == e['label'] else ''}{'👉 ' if i == e['chosen'] else ''}{esc(option)} "
+                f'<span class="note">({e["probs"][i]:.2f})</span></li>' for i, option in enumerate(e["options"]))
+            out.append(f'<div class="ex">{esc(e["context"])}<br><strong>{esc(e["question"])}</strong>'
+                       f'<ul class="opts">{options}</ul></div>')
+        intro = (f"<p>{len(wrong)} of {len(items)} dev questions answered wrongly; ✅ gold, 👉 chosen (probability)"
+                 "</p>")
+        return section("Dev questions and options", intro + "".join(out), 3)
+
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "ChoiceExample", "Chooser", "MultipleChoiceCollator", "accuracy",
-           "predict_probabilities", "Endpoint"]
+           "predict_probabilities", "Endpoint", "Report"]

@@ -32,7 +32,7 @@ import torch
 import transformers
 from pydantic import Field
 
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from bertkit import calibration, tasks
 from bertkit.tasks import check_min_confidence
 from bertkit.checkpoints import load_finetuned, load_tokenizer
@@ -45,6 +45,8 @@ from bertkit.metrics import (ClassificationMetric, MultiLabelMetric, RegressionM
 from bertkit.modeling_bert import BertkitForSequenceClassification
 from bertkit.labels import LabelSpace
 from bertkit.modeling_document import BertkitForDocumentClassification
+from bertkit.report_html import (SHOWN_EXAMPLES, bar_chart, esc, fmt, heat_map, line_chart, missing, per_class_rows,
+                                 scatter, section, table)
 from bertkit.rundir import atomic_output, check_output_path, model_task, write_json
 from bertkit.splits import load_split
 from bertkit.tasks.long_documents import (DocumentCollator, LongDocConfig, Windows, aggregate, document_logits,
@@ -658,10 +660,152 @@ class Endpoint(serving.Endpoint):
         return records
 
 
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The classify part of report.html: per-class bars, the confusion matrix, the confidently wrong dev examples,
+    the multi-label threshold curve or the regression scatter, and the data as the run read it."""
+
+    shows_data = True
+
+    def chance(self, view, examples: dict) -> tuple[float, str] | None:
+        """Always answering the majority class: its share (accuracy), its F1 over the classes (macro F1)."""
+        if view.metric not in ("accuracy", "macro_f1"):
+            return None
+        rows = reporting.read_json(view.path / "confusion_matrix.json", {}).get("matrix")
+        if not rows:
+            return None
+        totals = [sum(row) for row in rows]
+        share = max(totals) / max(sum(totals), 1)
+        if view.metric == "accuracy":
+            return share, "always answering the majority class"
+        return 2 * share / (1 + share) / len(rows), "macro F1 of always answering the majority class"
+
+    def examples(self, view) -> dict:
+        why = reporting.cannot_run_on_dev(view)
+        if why:
+            return {"why": why}
+        classifier = load_predictor(str(view.path))
+        dataset, columns, _ = read_examples(view.dev_file, classifier.column_overrides, classifier.labels)
+        texts = list(dataset[columns.text])
+        pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
+        probs = predict_probabilities(classifier, texts, pairs)
+        kind, gold = classifier.labels.kind, dataset["labels"]
+        out = {"kind": kind, "texts": texts, "names": list(classifier.labels.names or [])}
+        if kind == "single":
+            out.update(gold=[int(g) for g in gold], probs=probs)
+            out["predicted"] = [out["names"][int(i)] for i in probs.argmax(axis=1)]
+        elif kind == "regression":
+            out["scatter"] = [(float(g), float(p)) for g, p in zip(gold, np.asarray(probs).reshape(-1))]
+            out["predicted"] = [round(float(p), 4) for p in np.asarray(probs).reshape(-1)]
+        else:
+            out["threshold_curve"] = self.threshold_curve(np.asarray(gold).astype(int), probs)
+            threshold = classifier.labels.threshold or 0.5
+            out["predicted"] = [tuple(n for n, p in zip(out["names"], row) if p >= threshold) for row in probs]
+        out["keys"] = [f"{t} | {p}" if pairs else t for t, p in zip(texts, pairs or texts)]
+        return {**out, **self.data(classifier, reporting.train_file(view), dataset, columns)}
+
+    @staticmethod
+    def threshold_curve(refs: np.ndarray, probs: np.ndarray) -> list[tuple[float, float]]:
+        """(threshold, micro F1) of a multi-label classifier over thresholds 0.05 ... 0.95."""
+        curve = []
+        for threshold in np.round(np.arange(0.05, 0.951, 0.05), 2):
+            chosen = probs >= threshold
+            tp = float((chosen & (refs == 1)).sum())
+            fp, fn = float((chosen & (refs == 0)).sum()), float((~chosen & (refs == 1)).sum())
+            curve.append((float(threshold), 2 * tp / (2 * tp + fp + fn) if tp else 0.0))
+        return curve
+
+    @staticmethod
+    def data(classifier, train_path: str | None, dev_set, columns) -> dict:
+        """The data view: the training file read as the run read it (labels, lengths, quality)."""
+        from bertkit.labels import label_distribution
+        from bertkit.tokenization import token_lengths
+        from bertkit.splits import duplicate_and_overlap_report
+
+        if not train_path or not Path(train_path).is_file():
+            return {"data_why": f"its training file {train_path} is not there any more" if train_path else
+                    "the training data was not a local file"}
+        train, train_columns, _ = read_examples(train_path, classifier.column_overrides, classifier.labels)
+        texts = list(train[train_columns.text])
+        pairs = list(train[train_columns.text_pair]) if train_columns.text_pair else None
+        return {"data": {
+            "labels": {"train": label_distribution(train, classifier.labels),
+                       "dev": label_distribution(dev_set, classifier.labels)},
+            "label_unit": "rows", "length_unit": "texts",
+            "over": "of training texts over one window (chunked)" if classifier.long_doc.strategy == "chunk" else
+            f"of training texts truncated ({classifier.long_doc.strategy})",
+            "lengths": [int(n) for n in token_lengths(classifier.tokenizer, texts, pairs)],
+            "max_length": classifier.max_length,
+            "quality": duplicate_and_overlap_report(train, dev_set, columns)}}
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        kind = examples.get("kind") or ("single" if (view.path / "confusion_matrix.json").is_file() else None)
+        parts = []
+        rows = per_class_rows(view.eval)
+        if kind in (None, "single") or rows:
+            parts.append(section("Per-class precision, recall and F1",
+                                 bar_chart(rows, ["precision", "recall", "F1"], "per-class scores") if rows else
+                                 missing("no per-class scores in metrics.json"), 3))
+        if kind in (None, "single"):
+            matrix = reporting.read_json(view.path / "confusion_matrix.json", {})
+            if matrix.get("matrix"):
+                body = heat_map(matrix["labels"], matrix["matrix"])
+            elif matrix.get("format") == "sparse":
+                body = table(["gold", "predicted", "count"], [[c["true"], c["predicted"], c["count"]]
+                                                               for c in matrix.get("confusions", [])])
+            else:
+                body = missing("no confusion_matrix.json")
+            parts.append(section("Confusion matrix", body, 3))
+            parts.append(section("Confidently wrong on dev", self.confident_errors(diagnosis, examples), 3))
+        if kind == "multi":
+            parts.append(section("Multi-label threshold", self.threshold(view, examples), 3))
+        if kind == "regression":
+            points = examples.get("scatter") or []
+            parts.append(section("Gold against predicted", scatter(points, "regression", "gold", "predicted")
+                                 if points else
+                                 missing("no dev predictions (the dev file is not there, or the run had none)"), 3))
+        return "".join(parts)
+
+    @staticmethod
+    def confident_errors(diagnosis, examples: dict) -> str:
+        if diagnosis is None or not examples.get("texts"):
+            return missing(examples.get("why") or
+                           "no dev predictions (the dev file is not there, or the run is training)")
+        confident = calibration.CONFIDENT
+        parts = [f"<p>wrong at probability {confident} or more, grouped gold → predicted</p>" if diagnosis.errors
+                 else f"<p>none: no wrong dev prediction at probability {confident} or more</p>"]
+        for gold, predicted, count, texts in diagnosis.errors[:SHOWN_EXAMPLES]:
+            items = "".join(f'<div class="ex">{esc(text)}</div>' for text in texts)
+            parts.append(f"<h4>{esc(gold)} → {esc(predicted)}: {count}</h4>{items}")
+        names, probs = examples["names"], examples["probs"]
+        wrong = sorted(((float(row.max()), text, names[label], names[int(row.argmax())])
+                        for text, label, row in zip(examples["texts"], examples["gold"], probs)
+                        if int(row.argmax()) != label), key=lambda item: -item[0])
+        if wrong:
+            rows = [[text, gold, predicted, round(p, 3)] for p, text, gold, predicted in wrong[:SHOWN_EXAMPLES]]
+            parts.append(f"<h4>every wrong dev prediction, the most confident first ({len(wrong)} of "
+                         f"{len(probs)})</h4>" + table(["text", "gold", "predicted", "probability"], rows))
+        return "".join(parts)
+
+    @staticmethod
+    def threshold(view, examples: dict) -> str:
+        threshold = view.metrics.get("threshold")
+        curve = examples.get("threshold_curve") or []
+        text = f"<p>decision threshold in force: {fmt(threshold)} (tuned on dev)</p>" if threshold is not None else ""
+        if not curve:
+            return text + missing("no threshold curve (no dev predictions)")
+        marks = [(threshold, "tuned")] if isinstance(threshold, (int, float)) else []
+        chart = line_chart([("micro F1", curve)], "micro F1 by threshold", "micro F1", marks, height=200)
+        return text + chart.replace(">step<", ">threshold<")
+
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LongDocConfig", "first_windows", "Classifier", "predict_probabilities", "pop_doc_ids",
            "SELECTION_METRIC", "DEFAULT_THRESHOLD", "probabilities", "document_probabilities", "score",
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
            "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
            "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
-           "class_weights", "dev_label_predictions", "Endpoint"]
+           "class_weights", "dev_label_predictions", "Endpoint", "Report"]

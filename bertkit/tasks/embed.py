@@ -34,8 +34,9 @@ from ..console import say, warn
 from ..datafiles import listing, read_table, row_location
 from ..errors import BertkitError
 from ..families import position_limit
+from ..report_html import missing, section, table
 from ..rundir import atomic_output, check_output_path, write_json
-from . import SETTINGS_KEY, no_confidence_cut, read_settings, serving
+from . import SETTINGS_KEY, no_confidence_cut, read_settings, reporting, serving
 from .first_stage import DEPTH, RETRIEVER_FILE, RETRIEVERS, Candidates, Retriever, choose, fuse
 from .first_stage import load as load_retriever
 from .retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distinct_texts, ir_dev_set, ir_metrics,
@@ -574,8 +575,33 @@ class _Holder:
         self.model = model
 
 
+
+def onnx_graph(run_dir: str):
+    """What `bertkit export` puts in the graph of an embedding model (its pooling and Normalize too), and how the
+    export is checked: bertkit/tasks/embed_export.py."""
+    from .embed_export import onnx_graph as embedding_graph
+
+    return embedding_graph(run_dir)
+
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The embed part of report.html: the dev metrics of the model before training (metrics.json base_eval) beside
+    the fine-tuned one's: ranking (NDCG@10, MRR@10, Recall@k) or Spearman for scored pairs."""
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        base = view.metrics.get("base_eval") if isinstance(view.metrics.get("base_eval"), dict) else {}
+        rows = [[name, base.get(name, "-"), value] for name, value in view.eval.items()]
+        body = table(["dev metric", "base model", "fine-tuned"], rows) if rows else \
+            missing("no dev metrics in metrics.json")
+        return section("Base model and fine-tuned", body, 3)
+
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
            "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "export_settings", "read_texts",
            "predict_top_k",
-           "check_training_data", "mine_file", "warn_near_duplicates", "Endpoint"]
+           "check_training_data", "mine_file", "warn_near_duplicates", "Endpoint", "Report",
+           "onnx_graph"]

@@ -28,13 +28,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say
 from bertkit.errors import BertkitError, ConfigValueError
 from bertkit.inference import run_batch, softmax, token_budget_batches
 from bertkit.metrics import SEQEVAL_SCHEMES, SeqevalMetric
 from bertkit.modeling_bert import BertkitForTokenClassification
+from bertkit.report_html import (PREDICTED_EXAMPLES, SHOWN_EXAMPLES, bar_chart, highlight, missing, per_class_rows,
+                                 section)
 from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 from bertkit.tasks.long_documents import sliding_windows
@@ -390,11 +392,89 @@ class Endpoint(serving.Endpoint):
         return records
 
 
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The ner part of report.html: F1 per entity type, dev sentences with gold and predicted spans marked, and the
+    entities per type and sentence lengths of the data as the run read it."""
+
+    shows_data = True
+
+    def examples(self, view) -> dict:
+        why = reporting.cannot_run_on_dev(view)
+        if why:
+            return {"why": why}
+        tagger = load_predictor(str(view.path))
+        every = read_examples(view.dev_file, tagger.settings.read_options()).sentences
+        sentences = every[:PREDICTED_EXAMPLES]
+        probs = predict_word_probabilities(tagger, sentences)
+
+        def chars(sentence, tags):  # word spans (end inclusive or not: tags_to_spans says) -> character spans
+            spans = []
+            for start, end, kind in tags_to_spans(tags):
+                last = min(end, len(sentence.offsets)) - 1
+                spans.append((sentence.offsets[start][0], sentence.offsets[last][1], kind))
+            return spans
+
+        rows = []
+        for sentence, word_probs in zip(sentences, probs):
+            predicted = decode(word_probs, tagger.id2label)[0]
+            rows.append({"text": sentence.text, "gold": chars(sentence, sentence.tags),
+                         "predicted": chars(sentence, predicted)})
+        return {"ner": rows, "keys": [r["text"] for r in rows], "predicted": [r["predicted"] for r in rows],
+                **self.data(tagger, reporting.train_file(view), every)}
+
+    @staticmethod
+    def data(tagger, train_path: str | None, dev_sentences) -> dict:
+        """The data view: entities per type in train and dev, sub-tokens per training sentence."""
+        from collections import Counter
+
+        from bertkit.tokenization import word_token_lengths
+
+        if not train_path or not Path(train_path).is_file():
+            return {"data_why": f"its training file {train_path} is not there any more" if train_path else
+                    "the training data was not a local file"}
+        sentences = read_examples(train_path, tagger.settings.read_options()).sentences
+
+        def entities(split) -> dict:
+            return dict(Counter(kind for s in split for _, _, kind in tags_to_spans(s.tags)))
+
+        lengths = word_token_lengths(tagger.tokenizer, [s.words for s in sentences])
+        return {"data": {"labels": {"train": entities(sentences), "dev": entities(dev_sentences)},
+                         "label_unit": "entities", "length_unit": "sentences",
+                         "over": "of training sentences take 2+ windows", "lengths": [int(n) for n in lengths],
+                         "max_length": tagger.settings.max_length}}
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        types = per_class_rows(view.eval)
+        parts = [section("F1 per entity type", bar_chart(types, ["precision", "recall", "F1"], "per-type scores")
+                         if types else missing("no per-type scores in metrics.json"), 3)]
+        sentences = examples.get("ner")
+        if not sentences:
+            parts.append(section("Dev sentences", missing(examples.get("why") or "no dev predictions"), 3))
+            return "".join(parts)
+        wrong = [s for s in sentences if s["gold"] != s["predicted"]]
+        shown = (wrong + [s for s in sentences if s["gold"] == s["predicted"]])[:SHOWN_EXAMPLES]
+        items = []
+        for s in shown:
+            gold = highlight(s["text"], [(a, b, "gold", t) for a, b, t in s["gold"]])
+            pred = highlight(s["text"], [(a, b, "pred", t) for a, b, t in s["predicted"]])
+            verdict = "differs" if s["gold"] != s["predicted"] else "same"
+            items.append(f'<div class="ex"><div>gold: {gold}</div><div>predicted ({verdict}): {pred}</div></div>')
+        intro = (f"<p>{len(wrong)} of {len(sentences)} dev sentences predicted differently from gold; the first "
+                 f'{len(shown)} shown, those that differ first. <mark class="gold">gold</mark> '
+                 '<mark class="pred">predicted</mark></p>')
+        parts.append(section("Dev sentences", intro + "".join(items), 3))
+        return "".join(parts)
+
+
+
 __all__ = [
     "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
     "Sentence", "ReadOptions", "NerData", "SentenceWindows", "Tagger", "read_texts", "split_words", "SCHEMES",
     "split_tag", "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names",
     "continuation_ids", "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows",
     "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities",
-    "IGNORE_INDEX", "Endpoint",
+    "IGNORE_INDEX", "Endpoint", "Report",
 ]

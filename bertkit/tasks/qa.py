@@ -31,9 +31,10 @@ from typing import Literal
 
 import numpy as np
 
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from bertkit.errors import BertkitError
 from bertkit.rundir import atomic_output, check_output_path
+from bertkit.report_html import SHOWN_EXAMPLES, esc, highlight, missing, section, table
 from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 
 
@@ -691,10 +692,85 @@ class Endpoint(serving.Endpoint):
         return [prediction_record(e, p, self.predictor.settings.null_threshold) for e, p in zip(examples, predictions)]
 
 
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The qa part of report.html: dev questions with the context and both answers marked (from the run's
+    dev_predictions.jsonl), EM and F1 by answer length."""
+
+    def examples(self, view) -> dict:
+        from bertkit.metrics import answer_scorer
+
+        predictions = view.path / "dev_predictions.jsonl"
+        if not predictions.is_file():
+            return {"why": "no dev_predictions.jsonl (the run had no dev split)"}
+        records = {}
+        for line in predictions.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "id" in record:
+                records[str(record["id"])] = record
+        dev = view.dev_file
+        if not dev or not Path(dev).is_file():
+            return {"why": f"its dev file {dev} is not there any more: the contexts cannot be shown"}
+        score = answer_scorer("zh" if reporting.language_of(view) == "zh" else "en")
+        rows = []
+        for example in read_examples(dev)[0]:
+            record = records.get(str(example.id))
+            if record is None:
+                continue
+            gold = [(a.get("text", ""), a.get("answer_start")) for a in example.answers]
+            em, f1 = score(record.get("answer") or "", [t for t, _ in gold])
+            start = record.get("start") if isinstance(record.get("start"), int) else None
+            rows.append({"question": example.question, "context": example.context, "gold": gold,
+                         "answer": record.get("answer") or "", "start": start,
+                         "end": record.get("end") if start is not None else None, "em": em, "f1": f1})
+        return {"qa": rows, "keys": [r["question"] + " | " + r["context"][:80] for r in rows],
+                "predicted": [r["answer"] for r in rows]}
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        questions = examples.get("qa")
+        if not questions:
+            why = examples.get("why") or "no dev_predictions.jsonl"
+            return section("Dev questions", missing(why), 3) + section("EM and F1 by answer length", missing(why), 3)
+        wrong = [q for q in questions if q["f1"] < 1]
+        shown = (wrong + [q for q in questions if q["f1"] >= 1])[:SHOWN_EXAMPLES]
+        items = []
+        for q in shown:
+            spans = [(a, a + len(t), "gold", "gold") for t, a in q["gold"] if isinstance(a, int)]
+            if q["start"] is not None:
+                overlap = any(s == (q["start"], q["end"]) for s in ((a, b) for a, b, _, _ in spans))
+                spans = [s for s in spans if (s[0], s[1]) != (q["start"], q["end"])]
+                spans.append((q["start"], q["end"], "both" if overlap else "pred", "both" if overlap else "predicted"))
+            golds = " | ".join(t for t, _ in q["gold"]) or "(no answer)"
+            items.append(f'<div class="ex"><strong>{esc(q["question"])}</strong><br>{highlight(q["context"], spans)}'
+                         f'<br><span class="note">gold: {esc(golds)} · predicted: {esc(q["answer"] or "(no answer)")}'
+                         f' · EM {q["em"]:.0f} · F1 {q["f1"]:.2f}</span></div>')
+        intro = (f"<p>{len(wrong)} of {len(questions)} dev questions not answered exactly; the first {len(shown)} "
+                 'shown. <mark class="gold">gold</mark> <mark class="pred">predicted</mark> '
+                 '<mark class="both">both</mark></p>')
+        english = reporting.language_of(view) == "en"
+        buckets: dict[str, list] = {}
+        for q in questions:
+            words = min((len(t.split()) if english else len(t) for t, _ in q["gold"]), default=0)
+            name = "no answer" if not q["gold"] else "1-2" if words <= 2 else "3-5" if words <= 5 else "6+"
+            buckets.setdefault(name, []).append(q)
+        unit = "words" if english else "characters"
+        rows = [[f"{name} {unit}" if name != "no answer" else name, len(qs), 100 * sum(q["em"] for q in qs) / len(qs),
+                 100 * sum(q["f1"] for q in qs) / len(qs)] for name, qs in sorted(buckets.items())]
+        return (section("Dev questions", intro + "".join(items), 3)
+                + section("EM and F1 by answer length", table(["gold answer length", "questions", "EM", "F1"], rows),
+                          3))
+
+
+
 __all__ = [
     "read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file", "evaluate_file",
     "QAExample", "ReadReport", "REPAIR_RADIUS", "locate_answer", "detect_language", "QuestionWindows",
     "check_window_settings", "answer_token_span", "Span", "Prediction", "candidate_spans", "best_prediction",
     "postprocess", "tune_null_threshold", "references", "score_predictions", "tune_and_score", "prediction_record",
-    "QAModel", "run_windows", "predict_examples", "Endpoint",
+    "QAModel", "run_windows", "predict_examples", "Endpoint", "Report",
 ]

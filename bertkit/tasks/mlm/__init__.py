@@ -31,11 +31,12 @@ import transformers
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from bertkit.checkpoints import NO_HUB_KERNELS, for_inference, load_tokenizer
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.families import implementation_for, is_bertkit, takes_token_types
+from bertkit.report_html import SHOWN_EXAMPLES, esc, fmt, missing, section, table
 from bertkit.rundir import atomic_output, check_output_path, read_config_json, write_json
 from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
 from bertkit.tasks.mlm.corpus import encode, read_examples
@@ -453,7 +454,73 @@ class Endpoint(serving.Endpoint):
                                                                                                         self.top_k))]
 
 
+# ------------------------------------------------------------------------------------------------ its report
+
+
+class Report(reporting.Report):
+    """The mlm part of report.html: held-out perplexity before and after training, and fill-mask examples."""
+
+    default_metric = "perplexity"
+
+    @staticmethod
+    def perplexity_before(view) -> float | None:
+        """The held-out perplexity of the model before training (the mlm recipe's metrics.json:
+        eval.perplexity_before, and before.perplexity)."""
+        before = view.eval.get("perplexity_before", (view.metrics.get("before") or {}).get("perplexity"))
+        return before if isinstance(before, (int, float)) else None
+
+    def answer_lines(self, view) -> list[str]:
+        before = self.perplexity_before(view)
+        return [] if before is None else [f"held-out perplexity before training {fmt(before)}"]
+
+    def examples(self, view) -> dict:
+        """A few held-out lines with one word (the longest) hidden, and the model's top tokens for it."""
+        why = reporting.cannot_run_on_dev(view)
+        if why:
+            return {"why": why}
+        predictor = load_predictor(str(view.path))
+        mask = predictor.tokenizer.mask_token
+        lines = [line.strip() for line in Path(view.dev_file).read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+        chosen = []
+        for line in lines[:SHOWN_EXAMPLES]:
+            words = line.split()
+            if len(words) >= 3:
+                word = max(words[: 40], key=len)
+                chosen.append((line.replace(word, mask, 1), word))
+            elif len(line) >= 4:  # Chinese: no spaces, hide one character in the middle
+                middle = min(len(line) // 2, 60)
+                chosen.append((line[:middle] + mask + line[middle + 1:], line[middle]))
+        if not chosen:
+            return {"why": "no held-out line long enough to mask"}
+        tops = predictor.top_tokens([text[:400] for text, _ in chosen])
+        rows = [{"masked": text[:400], "word": word,
+                 "top": [(t["token"], t["score"]) for t in top[0]] if top else []}
+                for (text, word), top in zip(chosen, tops)]
+        return {"mlm": rows, "keys": [r["masked"] for r in rows],
+                "predicted": [r["top"][0][0] if r["top"] else "" for r in rows]}
+
+    def sections(self, view, examples: dict, diagnosis) -> str:
+        before, after = self.perplexity_before(view), view.eval.get("perplexity")
+        if isinstance(after, (int, float)):
+            rows = [["before training", before], ["after training", after]] if before is not None else \
+                [["after training", after]]
+            body = table(["held-out perplexity", "value"], rows)
+        else:
+            body = missing("no perplexity in metrics.json")
+        fills = examples.get("mlm")
+        if fills:
+            items = "".join(f'<div class="ex">{esc(f["masked"])}<br><span class="note">hidden: {esc(f["word"])} · '
+                            f'model: {esc(", ".join(f"{t} ({p:.2f})" for t, p in f["top"]))}</span></div>'
+                            for f in fills[:SHOWN_EXAMPLES])
+        else:
+            items = missing(examples.get("why") or "no fill-mask examples")
+        return section("Perplexity", body, 3) + section("Fill-mask examples", items, 3)
+
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "FillMaskPredictor", "TOP_K", "read_masked_lines", "masked_token_scores",
            "masked_lm_sums", "masked_perplexity", "decoder_is_tied", "head_loss", "load_mlm_model",
-           "new_head_parameters", "say_new_heads", "warm_up_head", "warm_up_new_head", "warmup_order", "Endpoint"]
+           "new_head_parameters", "say_new_heads", "warm_up_head", "warm_up_new_head", "warmup_order", "Endpoint",
+           "Report"]
