@@ -29,6 +29,8 @@ from . import tasks
 from .configuration_bert import bertkit_only_reason
 from .families import FAMILIES, Family
 from .rundir import CONFUSION_FIGURE, ENTITY_FIGURE
+from .tasks import reporting
+from .tasks.reporting import markdown_cell, markdown_table
 from .errors import BertkitError
 
 _PLAIN_TASK = ("feature-extraction", "AutoModel")  # a bare encoder, or an adapter on none of the heads
@@ -88,25 +90,6 @@ def read_metrics(path: Path) -> dict[str, float]:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in _NOT_METRICS:
             metrics[name] = float(value)
     return metrics
-
-
-def embedding_model(model_dir: Path) -> dict | None:
-    """What a sentence-transformers embedding folder (an embed run: modules.json with a Pooling module) says of
-    itself: pooling, normalised, vector size and its non-empty prompts ("query", "document"); None for any other
-    folder (a cross-encoder's modules.json has no Pooling)."""
-    modules = _read_json(model_dir / "modules.json") if (model_dir / "modules.json").is_file() else None
-    modules = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
-    pooling = next((m for m in modules if str(m.get("type", "")).endswith(".Pooling")), None)
-    if pooling is None:
-        return None
-    path = model_dir / str(pooling.get("path", "1_Pooling")) / "config.json"
-    config = _read_json(path) if path.is_file() else {}
-    saved = model_dir / "config_sentence_transformers.json"
-    prompts = (_read_json(saved) if saved.is_file() else {}).get("prompts") or {}
-    return {"pooling": config.get("pooling_mode", "mean"),
-            "dimension": config.get("embedding_dimension", config.get("word_embedding_dimension")),
-            "normalize": any(str(m.get("type", "")).endswith(".Normalize") for m in modules),
-            "prompts": {name: text for name, text in prompts.items() if isinstance(text, str) and text}}
 
 
 def _lookup(cfg: dict, *paths: str) -> Any:
@@ -290,11 +273,6 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
-
-
 def chosen_hyperparameters(rows: list[tuple[str, str]], metrics: dict) -> list[tuple[str, str]]:
     """The card's hyperparameter rows as the kept model was trained: a search's best settings, a band's kept seed."""
     replaced = {}
@@ -318,7 +296,7 @@ def _search_section(search: dict) -> list[str]:
     rows = [[f"#{trial['number']}" + (" (this model)" if trial["number"] == best["number"] else ""), trial["state"],
              *(_number(trial["params"].get(name)) for name in _COLUMNS), _number(trial["objective"])]
             for trial in search["trials"]]
-    return [text, _markdown_table(["trial", "state", *_COLUMNS.values(), search["metric"]], rows)]
+    return [text, markdown_table(["trial", "state", *_COLUMNS.values(), search["metric"]], rows)]
 
 
 def _seeds_section(band: dict) -> list[str]:
@@ -326,7 +304,7 @@ def _seeds_section(band: dict) -> list[str]:
     text = (f"Trained with {count} seeds ({', '.join(str(run['seed']) for run in band['runs'])}); this model is seed "
             f"{band['best_seed']}, the best dev {band['metric']}. Across the seeds (mean ± sample sd):")
     rows = [[name, f"{_number(mean)} ± {_number(band['sd'][name])}"] for name, mean in band["mean"].items()]
-    return [text, _markdown_table(["metric", f"mean ± sd ({count} seeds)"], rows)]
+    return [text, markdown_table(["metric", f"mean ± sd ({count} seeds)"], rows)]
 
 
 def selection_section(metrics: dict) -> list[str]:
@@ -349,14 +327,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _cell(text: Any) -> str:
-    """A Markdown table cell: a pipe or newline in a label would break the table."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _table(header: tuple[str, str], rows: list[tuple[str, str]]) -> str:
     lines = [f"| {header[0]} | {header[1]} |", "| --- | --- |"]
-    lines += [f"| {_cell(a)} | {_cell(b)} |" for a, b in rows]
+    lines += [f"| {markdown_cell(a)} | {markdown_cell(b)} |" for a, b in rows]
     return "\n".join(lines)
 
 
@@ -396,15 +369,11 @@ _INTENDED_USE = {
     "fill-mask": "predicts masked tokens; it is mostly a starting point for fine-tuning on a downstream task",
     "multiple-choice": "picks the best of several candidate continuations",
     "feature-extraction": "turns text into contextual embeddings",
-    "text-ranking": "scores how relevant a passage is to a query (a cross-encoder reranker): give it a first "
-                    "stage's candidates (BM25, an embedding model) and sort them by its score",
-    "sentence-similarity": "maps a text to one vector; texts that mean the same get close vectors (cosine "
-                           "similarity), for semantic search, retrieval and similarity",
 }
 
 
 def _body(card: dict) -> str:
-    name, tag = card["name"], card["tag"]
+    name, tag, part = card["name"], card["tag"], card["task_card"]
     base = card["base_model"]
     origin = f"a fine-tuned version of [{base}](https://huggingface.co/{base})" if base else \
         f"a {card['family'].name} model"
@@ -412,12 +381,11 @@ def _body(card: dict) -> str:
     parts = [
         f"# {name}",
         f"This model is {origin}, trained with bertkit{recipe}. "
-        + (_EMBEDDING_NOTE.format(**card["embedding"]) if card["embedding"] else
-           _RERANKER_NOTE if card.get("reranker") is not None else
-           _loading_note(card["bertkit_only"], card["family"], card["architecture"]))
+        + (part.note() if part else _loading_note(card["bertkit_only"], card["family"], card["architecture"]))
         + (_DOCUMENT_NOTE if card["document_model"] else ""),
         "## Intended use",
-        f"The model {_INTENDED_USE[tag]}. Check that the training data below matches your domain and language "
+        f"The model {part.intended_use if part else _INTENDED_USE[tag]}. Check that the training data below "
+        "matches your domain and language "
         "before relying on its outputs; evaluate it on your own data first.",
     ]
     parts += _data_section(card)
@@ -425,10 +393,10 @@ def _body(card: dict) -> str:
         parts += ["## Training hyperparameters", _table(("setting", "value"), card["hparams"])]
     if card["metrics"] or card["curve"]:
         parts.append("## Results")
-        if card.get("reranker"):
-            parts += card["reranker"]
+        if part and part.results():
+            parts += part.results()
         elif card["metrics"] and card["base_metrics"]:
-            parts.append("Dev metrics of the model before fine-tuning and after:\n\n" + _markdown_table(
+            parts.append("Dev metrics of the model before fine-tuning and after:\n\n" + markdown_table(
                 ["metric", "base model", "fine-tuned"], [[name, _fmt(card["base_metrics"].get(name, "-")), _fmt(v)]
                                                          for name, v in card["metrics"].items()]))
         elif card["metrics"]:
@@ -462,47 +430,6 @@ _CALIBRATION_NOTE = ("Calibration: `bertkit predict` divides the logits by a tem
                      "({}; config.json's `bertkit_task_settings.temperature`) so that its probabilities match how "
                      "often the model is right. This is bertkit's post-processing: plain `transformers` loads the "
                      "same model with the uncalibrated softmax (for a single-label model, the same labels).")
-
-
-_EMBEDDING_NOTE = ("It is a sentence-transformers embedding model ({pooling} pooling, {dimension}-dimensional vectors"
-                   "{normalized}): `SentenceTransformer(path)` loads it with no custom code, and its encoder loads "
-                   "with plain `transformers` too.")
-
-
-_RERANKER_NOTE = ("It is a sentence-transformers cross-encoder (reranker): `CrossEncoder(path)` loads it with no "
-                  "custom code and scores a (query, passage) pair with sigmoid(logit); plain `transformers` loads it "
-                  "as `AutoModelForSequenceClassification` with one logit.")
-
-
-def reranker_results(run_metrics: dict) -> list[str]:
-    """A rerank run's dev results: each metric of the first stage alone, of this model alone and of the fused order
-    bertkit predict / evaluate use (bertkit/tasks/rerank.py fusion_weight), and the run's warning when the model
-    alone made the ranking worse."""
-    evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
-    names = [n for n in ("ndcg@10", "mrr@10", "recall@10") if n in evaluated and f"first_stage_{n}" in evaluated]
-    if not names:
-        return []
-    stage = evaluated.get("first_stage", "first stage")
-    fused = all(f"reranker_{n}" in evaluated for n in names)
-    header = ["metric", f"{stage} alone", "re-ranked by this model"] + (
-        [f"fused (weight {evaluated.get('fusion_weight', 1.0):g} on this model)"] if fused else [])
-    rows = [[n, f"{evaluated[f'first_stage_{n}']:.4f}", f"{evaluated[f'reranker_{n}' if fused else n]:.4f}"]
-            + ([f"{evaluated[n]:.4f}"] if fused else []) for n in names]
-    lines = [f"Dev re-ranking: each of {evaluated.get('queries', '?')} dev queries' top-{evaluated.get('top_k', '?')} "
-             f"of {stage}, before (the first stage alone) and after re-ranking by this model"
-             + (" (`CrossEncoder(path)` alone), and the fused order `bertkit predict` uses (the model's and the first "
-                "stage's scores, normalised per query and mixed with the weight tuned on dev)" if fused else "")
-             + ":\n\n" + _markdown_table(header, rows)]
-    warnings = run_metrics.get("warnings") if isinstance(run_metrics.get("warnings"), list) else []
-    return lines + [f"**Warning:** {_cell(w)}" for w in warnings]
-
-
-def _reranked_metrics(run_metrics: dict) -> dict[str, float]:
-    """A rerank run's model-index metrics: this model's re-ranking alone, what `CrossEncoder(path)` gives (the first
-    stage's and the fused order's are in the results table)."""
-    evaluated = run_metrics.get("eval") if isinstance(run_metrics.get("eval"), dict) else {}
-    return {n: float(evaluated.get(f"reranker_{n}", evaluated.get(n))) for n in ("ndcg@10", "mrr@10", "recall@10")
-            if isinstance(evaluated.get(f"reranker_{n}", evaluated.get(n)), (int, float))}
 
 
 _DOCUMENT_NOTE = (" It classifies whole documents: a learned attention pools the vectors of a document's "
@@ -545,10 +472,8 @@ def usage_snippet(card: dict) -> str:
     (unless stock BERT cannot express it: then bertkit is imported to register its classes)."""
     repo, auto_class, tag = card["repo_id"], card["auto_class"], card["tag"]
     lang = "zh" if "zh" in (card["language"] or []) else "en"
-    if card["embedding"]:
-        return _usage_embedding(repo, card["embedding"]["prompts"], lang)
-    if card.get("reranker") is not None:
-        return _usage_reranker(repo, lang)
+    if card["task_card"]:  # a model another library loads (sentence-transformers): its own snippet
+        return card["task_card"].usage(repo, lang)
     text = _MASK_TEXT[lang] if tag == "fill-mask" else _SAMPLE_TEXT[lang]
     head = [
         "import torch",
@@ -626,37 +551,6 @@ def _usage_features(text: str, _: str | None) -> list[str]:
     ]
 
 
-_EMBEDDING_TEXTS = {"zh": ("这部电影好看吗？", "这部电影真好看！"),
-                    "en": ("Was the movie good?", "This movie was great!")}
-
-
-def _usage_embedding(repo: str, prompts: dict, lang: str) -> str:
-    """sentence-transformers' own loading; the saved query / passage prefixes applied by prompt name."""
-    query, passage = _EMBEDDING_TEXTS[lang]
-    lines = ["from sentence_transformers import SentenceTransformer", "",
-             f'model = SentenceTransformer("{repo}")']
-    for name, text, variable in (("query", query, "queries"), ("document", passage, "passages")):
-        prompt = f', prompt_name="{name}"' if name in prompts else ""
-        note = f"  # prefixed with {json.dumps(prompts[name], ensure_ascii=False)}" if name in prompts else ""
-        lines.append(f'{variable} = model.encode(["{text}"]{prompt}){note}')
-    lines.append("print(model.similarity(queries, passages))")
-    return "```python\n" + "\n".join(lines) + "\n```"
-
-
-_RERANK_TEXTS = {"zh": ("这部电影好看吗？", ["这部电影真好看！", "今天天气很好。"]),
-                 "en": ("Was the movie good?", ["This movie was great!", "The weather is fine today."])}
-
-
-def _usage_reranker(repo: str, lang: str) -> str:
-    """sentence-transformers' CrossEncoder: scores of (query, passage) pairs, and a query's passages ranked."""
-    query, passages = _RERANK_TEXTS[lang]
-    lines = ["from sentence_transformers import CrossEncoder", "", f'model = CrossEncoder("{repo}")',
-             f"query, passages = {json.dumps(query, ensure_ascii=False)}, {json.dumps(passages, ensure_ascii=False)}",
-             "scores = model.predict([(query, passage) for passage in passages])  # sigmoid(logit), higher = relevant",
-             "print(model.rank(query, passages))  # [{'corpus_id': ..., 'score': ...}, ...] best first"]
-    return "```python\n" + "\n".join(lines) + "\n```"
-
-
 _USAGE_BODIES = {
     "text-classification": _usage_classify,
     "token-classification": _usage_tokens,
@@ -670,18 +564,18 @@ _USAGE_BODIES = {
 # ---------------------------------------------------------------- the card
 
 
+def task_card(model_dir: Path, run_metrics: dict) -> reporting.Card | None:
+    """The task's part of the card for a model another library loads (bertkit/tasks/reporting.py Card); None for a
+    transformers model, whose card is written here from the table of tasks."""
+    part = tasks.task_part(tasks.sentence_transformers_kind(str(model_dir)) or "", "Card")
+    return part(model_dir, run_metrics) if part else None
+
+
 def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) -> dict:
     """Everything the card says, gathered from the model dir and the caller's arguments."""
     model_config = _read_model_config(model_dir)
     cfg = _read_yaml(model_dir / "bertkit_config.yaml") if (model_dir / "bertkit_config.yaml").is_file() else {}
     tag, auto_class = task_of(model_config)
-    embedding = embedding_model(model_dir)
-    if embedding:
-        tag = "sentence-similarity"
-        embedding["normalized"] = ", normalised" if embedding["normalize"] else ""
-    reranker = not embedding and tasks.sentence_transformers_kind(str(model_dir)) == "rerank"
-    if reranker:  # a CrossEncoder's architecture is a sequence classifier: its task is ranking
-        tag = "text-ranking"
     base = base_model or _hub_id(_model_name(cfg)) or _hub_id(model_config.get("base_model_name_or_path"))
     language = language or _as_list(_lookup(cfg, "language", "data.language"))
     datasets = datasets or _as_list(_hub_id(_lookup(cfg, "data.dataset", "dataset")))
@@ -690,6 +584,8 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
     eval_file = next((p for s, p in data_files if s in ("validation", "eval", "test")), None)
     run_metrics = _read_json(model_dir / "metrics.json") if (model_dir / "metrics.json").is_file() else {}
     run_metrics = run_metrics if isinstance(run_metrics, dict) else {}
+    part = task_card(model_dir, run_metrics)
+    tag = part.tag if part else tag  # a CrossEncoder's architecture is a sequence classifier's: its task is ranking
     labels = _labels(model_config, tag)
     family = FAMILIES.get(model_config.get("model_type"), FAMILIES["bert"])
     return {
@@ -703,11 +599,9 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "license": license,
         "datasets": list(datasets) if datasets else None,
         "tags": ["bertkit", family.model_type if family.model_type != "bertkit" else "bert", tag]
-        + (["sentence-transformers", "feature-extraction"] if embedding else [])
-        + (["sentence-transformers", "cross-encoder", "reranker"] if reranker else []) + (["lora"] if lora else []),
-        "library": "sentence-transformers" if embedding or reranker else "transformers",
-        "reranker": reranker_results(run_metrics) if reranker else None,
-        "embedding": embedding,
+        + (part.tags if part else []) + (["lora"] if lora else []),
+        "library": part.library if part else "transformers",
+        "task_card": part,
         "base_metrics": run_metrics.get("base_eval") if isinstance(run_metrics.get("base_eval"), dict) else {},
         "family": family,
         "architecture": next(iter(model_config.get("architectures") or []), None),
@@ -715,7 +609,7 @@ def _collect(model_dir: Path, base_model, language, license, datasets, repo_id) 
         "hparams": chosen_hyperparameters(hyperparameters(cfg), run_metrics),
         "data_files": data_files,
         **card_metrics(model_dir, read_metrics(model_dir / "metrics.json"), [name for _, name in labels]),
-        **({"metrics": _reranked_metrics(run_metrics)} if reranker else {}),
+        **({"metrics": part.metrics()} if part and part.metrics() is not None else {}),
         "selection": selection_section(run_metrics),
         "dataset_type": datasets[0] if datasets else "custom",
         "dataset_name": datasets[0] if datasets else (eval_file or "custom"),

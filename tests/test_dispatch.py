@@ -13,7 +13,7 @@ from bertkit import tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_NAMES = {task.name for task in tasks.TASKS} | set(tasks.ROUTES) | set(tasks.CORPUS_RANKERS)
-STILL_TO_MOVE = {"audit.py": 1, "metrics.py": 1, "model_card.py": 1}
+STILL_TO_MOVE = {"audit.py": 1, "metrics.py": 1}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -86,3 +86,14 @@ def test_the_report_asks_each_task_for_its_part():
     assert type(report.task_report("distill")) is reporting.Report
     assert report.task_report("mlm").default_metric == "perplexity"
     assert {name for name in ("classify", "ner", "qa") if report.task_report(name).shows_data} == {"classify", "ner"}
+
+
+def test_the_card_asks_a_library_task_for_its_part():
+    """A model another library loads (sentence-transformers) gets its card's tag, notes, results and snippet from its
+    task's `Card`; a transformers model's card needs none."""
+    from bertkit.tasks import reporting
+
+    for name in ("embed", "rerank"):
+        card = tasks.task_module(name).Card
+        assert issubclass(card, reporting.Card) and card.tag and card.library == "sentence-transformers"
+    assert tasks.task_part("classify", "Card") is None

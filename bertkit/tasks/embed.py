@@ -598,10 +598,59 @@ class Report(reporting.Report):
         return section("Base model and fine-tuned", body, 3)
 
 
+class Card(reporting.Card):
+    """The embed part of the model card: a sentence-transformers embedding model, what it says of itself (pooling,
+    normalised, vector size, its non-empty prompts "query" / "document"), used through SentenceTransformer."""
+
+    tag = "sentence-similarity"
+    tags = ["sentence-transformers", "feature-extraction"]
+    library = "sentence-transformers"
+    intended_use = ("maps a text to one vector; texts that mean the same get close vectors (cosine similarity), for "
+                    "semantic search, retrieval and similarity")
+    TEXTS = {"zh": ("这部电影好看吗？", "这部电影真好看！"), "en": ("Was the movie good?", "This movie was great!")}
+
+    def __init__(self, model_dir, run_metrics: dict):
+        super().__init__(model_dir, run_metrics)
+        self.described = self.describe(self.model_dir)
+
+    @staticmethod
+    def describe(model_dir: Path) -> dict:
+        """Pooling, dimension, normalize and prompts, from modules.json, 1_Pooling/config.json and
+        config_sentence_transformers.json."""
+        modules = reporting.read_json(model_dir / "modules.json", [])
+        modules = [m for m in modules if isinstance(m, dict)]
+        pooling = next((m for m in modules if str(m.get("type", "")).endswith(".Pooling")), {})
+        config = reporting.read_json(model_dir / str(pooling.get("path", "1_Pooling")) / "config.json", {})
+        prompts = reporting.read_json(model_dir / "config_sentence_transformers.json", {}).get("prompts") or {}
+        return {"pooling": config.get("pooling_mode", "mean"),
+                "dimension": config.get("embedding_dimension", config.get("word_embedding_dimension")),
+                "normalize": any(str(m.get("type", "")).endswith(".Normalize") for m in modules),
+                "prompts": {name: text for name, text in prompts.items() if isinstance(text, str) and text}
+                if isinstance(prompts, dict) else {}}
+
+    def note(self) -> str:
+        d = self.described
+        return (f"It is a sentence-transformers embedding model ({d['pooling']} pooling, {d['dimension']}-dimensional "
+                f"vectors{', normalised' if d['normalize'] else ''}): `SentenceTransformer(path)` loads it with no "
+                "custom code, and its encoder loads with plain `transformers` too.")
+
+    def usage(self, repo: str, lang: str) -> str:
+        """sentence-transformers' own loading; the saved query / passage prefixes applied by prompt name."""
+        query, passage = self.TEXTS[lang]
+        prompts = self.described["prompts"]
+        lines = ["from sentence_transformers import SentenceTransformer", "",
+                 f'model = SentenceTransformer("{repo}")']
+        for name, text, variable in (("query", query, "queries"), ("document", passage, "passages")):
+            prompt = f', prompt_name="{name}"' if name in prompts else ""
+            note = f"  # prefixed with {json.dumps(prompts[name], ensure_ascii=False)}" if name in prompts else ""
+            lines.append(f'{variable} = model.encode(["{text}"]{prompt}){note}')
+        lines.append("print(model.similarity(queries, passages))")
+        return "```python\n" + "\n".join(lines) + "\n```"
+
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "Embedder", "POOLING_MODES", "QUERY", "DOCUMENT", "saved_pooling", "build_model",
            "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "export_settings", "read_texts",
            "predict_top_k",
            "check_training_data", "mine_file", "warn_near_duplicates", "Endpoint", "Report",
-           "onnx_graph"]
+           "Card", "onnx_graph"]

@@ -1,5 +1,5 @@
-"""What every task's part of report.html shares: the interface bertkit/report.py asks of a task (`Report`) and the
-checks before a model runs on a run's dev file.
+"""What a task shows of a run: its part of report.html (`Report`) and, for a model another library loads, its part of
+the model card (`Card`); the checks before a model runs on a run's dev file.
 
 Each task module with a view of its own defines `class Report(reporting.Report)`; bertkit/report.py asks the run's
 task for it (`tasks.task_part(recipe, "Report")`, the base when a task has none) and knows nothing of any task:
@@ -15,6 +15,18 @@ task for it (`tasks.task_part(recipe, "Report")`, the base when a task has none)
 
 `view` is report.py's RunView: the run directory's files as read (path, recipe, history, metrics, config, eval,
 dev_file, live).
+
+A task whose model loads in a library other than transformers (sentence-transformers' embedding models and
+cross-encoders) defines `class Card(reporting.Card)`; bertkit/model_card.py asks for it
+(`tasks.task_part(tasks.sentence_transformers_kind(model_dir), "Card")`) and writes the transformers card otherwise:
+
+    Card(model_dir, run_metrics)         the model folder and its metrics.json
+    .tag, .tags, .library                the Hub's pipeline tag, the card's extra tags, the library that loads it
+    .intended_use                        what the model does, for "Intended use"
+    .note()                              how it loads (after "trained with bertkit")
+    .results()                           the Results section's lines ([]: the card's own metrics table)
+    .metrics()                           the model-index metrics (None: the card's own)
+    .usage(repo, lang)                   the "How to use" snippet, in the library that loads it
 """
 
 from __future__ import annotations
@@ -56,6 +68,40 @@ def language_of(view) -> str:
     return str(view.metrics.get("language") or view.config.get("language") or "en")
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def markdown_cell(text) -> str:
+    """A Markdown table cell: a pipe or newline in a label would break the table."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+class Card:
+    """A task's part of the model card, for a model that another library loads (see the module docstring)."""
+
+    tag = ""
+    tags: list[str] = []
+    library = "transformers"
+    intended_use = ""
+
+    def __init__(self, model_dir: Path, run_metrics: dict):
+        self.model_dir, self.run_metrics = Path(model_dir), run_metrics
+
+    def note(self) -> str:
+        return ""
+
+    def results(self) -> list[str]:
+        return []
+
+    def metrics(self) -> dict | None:
+        return None
+
+    def usage(self, repo: str, lang: str) -> str:
+        return ""
+
+
 class Report:
     """The default of a task's report part: no dev view, no chance level, nothing more under the answer."""
 
@@ -75,4 +121,5 @@ class Report:
         return []
 
 
-__all__ = ["Report", "read_json", "cannot_run_on_dev", "train_file", "language_of"]
+__all__ = ["Report", "Card", "markdown_table", "markdown_cell", "read_json", "cannot_run_on_dev", "train_file",
+           "language_of"]

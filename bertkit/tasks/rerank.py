@@ -32,7 +32,7 @@ import torch
 from pydantic import Field
 
 from bertkit import tasks
-from bertkit.tasks import serving
+from bertkit.tasks import reporting, serving
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, say, warn
 from bertkit.errors import BertkitError
@@ -482,8 +482,73 @@ class Endpoint(serving.Endpoint):
         return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in order]
 
 
+class Card(reporting.Card):
+    """The rerank part of the model card: a sentence-transformers cross-encoder, its dev re-ranking against the first
+    stage alone and the fused order (Settings.fusion_weight), used through CrossEncoder."""
+
+    tag = "text-ranking"
+    tags = ["sentence-transformers", "cross-encoder", "reranker"]
+    library = "sentence-transformers"
+    intended_use = ("scores how relevant a passage is to a query (a cross-encoder reranker): give it a first stage's "
+                    "candidates (BM25, an embedding model) and sort them by its score")
+    TEXTS = {"zh": ("这部电影好看吗？", ["这部电影真好看！", "今天天气很好。"]),
+             "en": ("Was the movie good?", ["This movie was great!", "The weather is fine today."])}
+    NAMES = ("ndcg@10", "mrr@10", "recall@10")
+
+    @property
+    def evaluated(self) -> dict:
+        found = self.run_metrics.get("eval")
+        return found if isinstance(found, dict) else {}
+
+    def note(self) -> str:
+        return ("It is a sentence-transformers cross-encoder (reranker): `CrossEncoder(path)` loads it with no custom "
+                "code and scores a (query, passage) pair with sigmoid(logit); plain `transformers` loads it as "
+                "`AutoModelForSequenceClassification` with one logit.")
+
+    def results(self) -> list[str]:
+        """Each dev metric of the first stage alone, of this model alone and of the fused order bertkit predict /
+        evaluate use, and the run's warning when the model alone made the ranking worse."""
+        evaluated = self.evaluated
+        names = [n for n in self.NAMES if n in evaluated and f"first_stage_{n}" in evaluated]
+        if not names:
+            return []
+        stage = evaluated.get("first_stage", "first stage")
+        fused = all(f"reranker_{n}" in evaluated for n in names)
+        header = ["metric", f"{stage} alone", "re-ranked by this model"] + (
+            [f"fused (weight {evaluated.get('fusion_weight', 1.0):g} on this model)"] if fused else [])
+        rows = [[n, f"{evaluated[f'first_stage_{n}']:.4f}", f"{evaluated[f'reranker_{n}' if fused else n]:.4f}"]
+                + ([f"{evaluated[n]:.4f}"] if fused else []) for n in names]
+        lines = [f"Dev re-ranking: each of {evaluated.get('queries', '?')} dev queries' "
+                 f"top-{evaluated.get('top_k', '?')} of {stage}, before (the first stage alone) and after re-ranking "
+                 "by this model"
+                 + (" (`CrossEncoder(path)` alone), and the fused order `bertkit predict` uses (the model's and the "
+                    "first stage's scores, normalised per query and mixed with the weight tuned on dev)"
+                    if fused else "")
+                 + ":\n\n" + reporting.markdown_table(header, rows)]
+        warnings = self.run_metrics.get("warnings") if isinstance(self.run_metrics.get("warnings"), list) else []
+        return lines + [f"**Warning:** {reporting.markdown_cell(w)}" for w in warnings]
+
+    def metrics(self) -> dict:
+        """The model-index metrics: this model's re-ranking alone, what `CrossEncoder(path)` gives (the first
+        stage's and the fused order's are in the results table)."""
+        evaluated = self.evaluated
+        return {n: float(evaluated.get(f"reranker_{n}", evaluated.get(n))) for n in self.NAMES
+                if isinstance(evaluated.get(f"reranker_{n}", evaluated.get(n)), (int, float))}
+
+    def usage(self, repo: str, lang: str) -> str:
+        """sentence-transformers' CrossEncoder: scores of (query, passage) pairs, and a query's passages ranked."""
+        query, passages = self.TEXTS[lang]
+        lines = ["from sentence_transformers import CrossEncoder", "", f'model = CrossEncoder("{repo}")',
+                 f"query, passages = {json.dumps(query, ensure_ascii=False)}, "
+                 f"{json.dumps(passages, ensure_ascii=False)}",
+                 "scores = model.predict([(query, passage) for passage in passages])  # sigmoid(logit), higher = "
+                 "relevant",
+                 "print(model.rank(query, passages))  # [{'corpus_id': ..., 'score': ...}, ...] best first"]
+        return "```python\n" + "\n".join(lines) + "\n```"
+
+
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "LOSSES", "REPORTED", "RerankDev", "has_one_score_head", "first_stage_dev",
            "first_stage_top", "fused_scores", "fused_order", "tune_fusion", "say_fusion",
            "predict_top_k", "rerank_scores", "Reranker", "predict_logits", "sigmoid", "say_metrics",
-           "worse_than_first_stage", "warn_mined", "Endpoint"]
+           "worse_than_first_stage", "warn_mined", "Endpoint", "Card"]
