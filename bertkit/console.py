@@ -347,19 +347,19 @@ def summary(title: str, rows: dict, kind: str = "summary") -> None:
     console.print(table)
 
 
-# What a finished run of each recipe is used for next: predict / evaluate for the fine-tuned heads, a fine-tune
-# for a masked LM.
-FINE_TUNED_RECIPES = {"classify", "ner", "qa", "choice", "distill", "embed", "rerank"}
+# What a finished run is used for next: a fine-tune for a masked LM (the recipes below, whose model is a starting
+# point), predict / evaluate for every other recipe's (a new task's too).
+STARTING_POINT_RECIPES = {"mlm"}
 
 
 def next_commands(output_dir: str | Path, recipe: str) -> list[str]:
     import shlex
 
     where = shlex.quote(str(output_dir))
-    if recipe in FINE_TUNED_RECIPES:
-        used = [f"bertkit predict {where} FILE -o predictions.jsonl", f"bertkit evaluate {where} LABELLED_FILE"]
-    else:
+    if recipe in STARTING_POINT_RECIPES:
         used = [f"bertkit run classify model={where} data.train=TRAIN_FILE data.eval=DEV_FILE"]
+    else:
+        used = [f"bertkit predict {where} FILE -o predictions.jsonl", f"bertkit evaluate {where} LABELLED_FILE"]
     return [*used, f"bertkit push {where} USER/NAME"]
 
 

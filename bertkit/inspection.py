@@ -3,6 +3,7 @@ empty and duplicate rows, train/dev overlap, and what share of each document eve
 
 from __future__ import annotations
 
+import shlex
 
 import numpy as np
 import transformers
@@ -35,6 +36,7 @@ def unknown_rate(tokenizer, texts: list[str]) -> float:
 
 
 AUTO_PERCENTILE = 99  # data.max_length=auto covers this share of the training texts
+FEW_PER_LABEL = 64  # below this many training rows for the rarest label, the few-shot recipe is the better bet
 IMBALANCE_RATIO = 5  # inspect suggests class_weights=auto when the largest label has this many times the smallest
 
 
@@ -128,6 +130,20 @@ def coverage_table(report: dict) -> tuple[str, dict]:
             f"documents kept whole", rows)
 
 
+def few_labels_hint(counts: dict[str, int], train_path: str, dev_path: str | None = None) -> str | None:
+    """A line for `bertkit inspect` and `bertkit run classify` when the rarest label has fewer than FEW_PER_LABEL
+    training rows: there the few-shot recipe (SetFit) beats fine-tuning a fresh head (docs/benchmarks.md#few-shot)."""
+    if not counts:
+        return None
+    name, fewest = min(counts.items(), key=lambda item: item[1])
+    if fewest >= FEW_PER_LABEL:
+        return None
+    command = f"bertkit run fewshot data.train={shlex.quote(str(train_path))}"
+    command += f" data.eval={shlex.quote(str(dev_path))}" if dev_path else ""
+    return (f"few labels: the rarest label ({name}) has {fewest} training rows — below {FEW_PER_LABEL} per label the "
+            f"few-shot recipe is likely better than fine-tuning a classification head: {command}")
+
+
 def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFAULT_MODEL, max_length: int = 128,
                  column_overrides: dict | None = None, long_doc: LongDocConfig | None = None,
                  label_kind: str = "auto") -> dict:
@@ -149,7 +165,9 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
         "label_kind": labels.kind if labels else None,
         "labels": label_distribution(train, labels),
         "warnings": [line for line in [imbalance_warning(label_distribution(train, labels))
-                                       if labels is not None and labels.kind == "single" else None] if line],
+                                       if labels is not None and labels.kind == "single" else None,
+                                       few_labels_hint(label_distribution(train, labels), train_path, dev_path)
+                                       if labels is not None and labels.kind != "regression" else None] if line],
         "max_length": max_length,
         "tokens": length_summary(lengths, max_length),
         "auto_max_length": {"value": auto, "truncated": auto_truncated},
@@ -159,6 +177,7 @@ def inspect_data(train_path: str, dev_path: str | None = None, model: str = DEFA
     }
 
 
-__all__ = ["inspect_data", "auto_max_length", "imbalance_warning", "label_distribution", "label_rows",
+__all__ = ["inspect_data", "auto_max_length", "imbalance_warning", "few_labels_hint", "FEW_PER_LABEL",
+           "label_distribution", "label_rows",
            "token_lengths", "word_token_lengths", "unknown_rate", "length_summary",
            "strategy_settings", "document_coverage", "coverage_report", "coverage_table"]

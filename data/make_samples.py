@@ -114,6 +114,16 @@ def words(s: str) -> int:
     return len(s.split())
 
 
+def few_per_label(rows: list[list], n: int) -> list[list]:
+    """The first `n` rows of each label, in file order: the few-shot recipe's sample (bertkit run fewshot)."""
+    seen, out = Counter(), []
+    for row in rows:
+        if seen[row[1]] < n:
+            out.append(row)
+            seen[row[1]] += 1
+    return out
+
+
 def pick(rng: random.Random, seq):
     return seq[rng.randrange(len(seq))]
 
@@ -992,6 +1002,7 @@ def make_en_sentiment() -> None:
     rng.shuffle(dev)
     emit_csv("en_sentiment/train.csv", ["text", "label"], train)
     emit_csv("en_sentiment/dev.csv", ["text", "label"], dev)
+    emit_csv("en_sentiment/fewshot_train.csv", ["text", "label"], few_per_label(train, 8))
     for name, rows in (("train", train), ("dev", dev)):
         wl = [words(r[0]) for r in rows]
         SUMMARY.append(f"en_sentiment/{name}.csv: {len(rows)} rows ({dist(r[1] for r in rows)}); "
@@ -1281,6 +1292,7 @@ def make_zh_sentiment() -> None:
     rng.shuffle(dev)
     emit_csv("zh_sentiment/train.csv", ["text", "label"], train)
     emit_csv("zh_sentiment/dev.csv", ["text", "label"], dev)
+    emit_csv("zh_sentiment/fewshot_train.csv", ["text", "label"], few_per_label(train, 8))
     for name, rows in (("train", train), ("dev", dev)):
         cl = [len(r[0]) for r in rows]
         SUMMARY.append(f"zh_sentiment/{name}.csv: {len(rows)} rows ({dist(r[1] for r in rows)}); "

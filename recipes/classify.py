@@ -30,7 +30,7 @@ from bertkit import (BertkitForSequenceClassification, calibration, checkpoints,
                      tasks, training)
 from bertkit.console import capped, say
 from bertkit.errors import BertkitError
-from bertkit.labels import LabelSpace
+from bertkit.labels import LabelSpace, label_distribution
 from bertkit.modeling_document import BertkitForDocumentClassification
 from bertkit.search import search_or_seeds
 from bertkit.tasks import classify as task
@@ -66,6 +66,9 @@ def load_data(cfg: Config, tokenizer):
     say(f"{len(train)} train / {len(dev) if dev else 0} dev examples; text={columns.text}"
         f"{', pair=' + columns.text_pair if columns.text_pair else ''}; {labels.kind} labels: "
         f"{capped(labels.names) if labels.names else 'regression'}")
+    hint = inspection.few_labels_hint(label_distribution(train, labels), cfg.data.train, cfg.data.eval)
+    if hint and not columns.text_pair:  # the few-shot recipe reads single texts
+        say(hint)
     if cfg.long_doc.strategy == "chunk":
         say_windows(cfg, *splits)
     return splits[0], splits[1], labels

@@ -132,8 +132,8 @@ CHEAP = [
     (["evaluate", "model", "missing.csv"], 2, "no such file: missing.csv"),
     (["predict", "model", "dev.csv", "--corpus", "dev.csv"], 2, "--corpus is for embedding models"),
     (["export", "no_such_run"], 2, "does not exist"),
-    (["export", "encoder"], 2, "classify, ner, qa, choice, mlm, embed or rerank"),
-    (["serve", "encoder", "--port", "{port}"], 2, "classify, ner, qa, choice, mlm, embed or rerank"),
+    (["export", "encoder"], 2, "classify, ner, qa, choice, mlm, fewshot, embed or rerank"),
+    (["serve", "encoder", "--port", "{port}"], 2, "classify, ner, qa, choice, mlm, fewshot, embed or rerank"),
     (["serve", "model", "--engine", "nope"], 2, "--engine nope"),
 ]
 

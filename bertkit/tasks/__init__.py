@@ -50,6 +50,9 @@ TASKS = (
 )
 
 
+# Tasks whose model another library saves and loads, told by that library's files (sentence_transformers_kind), not
+# by an architecture in TASKS: a SetFit model, a sentence-transformers embedding model and a cross-encoder
+LIBRARY_TASKS = ("fewshot", "embed", "rerank")
 # Tasks whose predict ranks a corpus (--corpus, --top-k: their module's predict_top_k) and whose predict / evaluate
 # take --retriever (the first stage: bertkit/tasks/first_stage.py; a reranker refuses it, re-ranking its run's own)
 CORPUS_RANKERS = ("embed", "rerank")
@@ -65,7 +68,7 @@ def route_of(task: str) -> str:
 
 def task_names() -> list[str]:
     """Every task, by its module under bertkit.tasks (the table's rows and the retrieval tasks)."""
-    return list(dict.fromkeys([*(task.name for task in TASKS), *ROUTES, *CORPUS_RANKERS]))
+    return list(dict.fromkeys([*(task.name for task in TASKS), *LIBRARY_TASKS, *ROUTES, *CORPUS_RANKERS]))
 
 
 def task_part(name: str, part: str):
@@ -119,8 +122,7 @@ def task_of_model(model_dir: str) -> str:
     architecture = model_task(model_dir)
     task = task_of_architecture(architecture)
     if task is None:
-        # embed and rerank are told by their sentence-transformers files (sentence_transformers_kind), not the table
-        names = [*dict.fromkeys(known.name for known in TASKS), "embed", "rerank"]
+        names = task_names()
         raise BertkitError(f"{model_dir} holds a {architecture or 'model without architectures'} checkpoint, which "
                            f"predict, evaluate, serve and export cannot use — give a model trained by "
                            f"{', '.join(names[:-1])} or {names[-1]}")
@@ -128,10 +130,12 @@ def task_of_model(model_dir: str) -> str:
 
 
 def sentence_transformers_kind(model_dir: str) -> str | None:
-    """"rerank" for a sentence-transformers CrossEncoder folder, "embed" for a SentenceTransformer (bi-encoder) one,
-    None for anything else. sentence-transformers 6 writes modules.json for both and tells them apart in
-    config_sentence_transformers.json's `model_type` (a bi-encoder saved by older versions has none); a CrossEncoder
-    saved by sentence-transformers 3-5 has no modules.json but a `sentence_transformers` key in config.json."""
+    """The LIBRARY_TASKS task of a folder: "fewshot" for a SetFit model (a sentence-transformers body beside
+    config_setfit.json and its head), "rerank" for a sentence-transformers CrossEncoder folder, "embed" for a
+    SentenceTransformer (bi-encoder) one, None for anything else. sentence-transformers 6 writes modules.json for
+    both of its kinds and tells them apart in config_sentence_transformers.json's `model_type` (a bi-encoder saved by
+    older versions has none); a CrossEncoder saved by sentence-transformers 3-5 has no modules.json but a
+    `sentence_transformers` key in config.json."""
     import json
     from pathlib import Path
 
@@ -144,6 +148,8 @@ def sentence_transformers_kind(model_dir: str) -> str | None:
             return {}
         return data if isinstance(data, dict) else {}
 
+    if (folder / "config_setfit.json").is_file():
+        return "fewshot"
     kind = read("config_sentence_transformers.json").get("model_type")
     if kind == "CrossEncoder" or "sentence_transformers" in read("config.json"):
         return "rerank"
@@ -194,7 +200,8 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     return settings
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "CORPUS_RANKERS", "RETRIEVERS", "ROUTES", "route_of",
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "LIBRARY_TASKS", "CORPUS_RANKERS", "RETRIEVERS", "ROUTES",
+           "route_of",
            "task_names", "task_part", "served_routes", "task_of_architecture",
            "task_of_peft", "task_module",
            "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",
