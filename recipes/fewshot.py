@@ -30,6 +30,7 @@ from bertkit.console import capped, is_main_process, run_log, say
 from bertkit.errors import BertkitError
 from bertkit.tasks import fewshot as task
 from bertkit.tasks.classify import label_counts
+from bertkit.tasks.embed import use_bertkit_backbone
 # the recipe's keys: its Config imports no model stack, so that `bertkit validate` reads it alone
 from bertkit.recipe_configs.fewshot_config import Config
 
@@ -62,10 +63,12 @@ def load_data(cfg: Config):
 
 def build_model(cfg: Config, model_path: str, labels) -> SetFitModel:
     """The sentence-embedding body (a plain BERT gets mean pooling, as SetFit does) with a fresh logistic-regression
-    head per label kind (one-vs-rest for multi-label)."""
+    head per label kind (one-vs-rest for multi-label); where the body is BERT, bertkit's own runs inside it, as in
+    the embed recipe."""
     strategy = "one-vs-rest" if labels.kind == "multi" else None
     model = SetFitModel.from_pretrained(model_path, labels=list(labels.names), multi_target_strategy=strategy,
                                         local_files_only=True, device="cpu")
+    use_bertkit_backbone(model.model_body, model_path)  # bertkit's BERT (unpadded) trains it; saved stock all the same
     if cfg.data.max_length:
         model.model_body.max_seq_length = cfg.data.max_length
     cfg.data.max_length = int(model.model_body.max_seq_length)  # the resolved config records what trained
@@ -121,7 +124,8 @@ def main(cfg: Config) -> dict:
     if is_main_process():
         rundir.begin(cfg.run.output_dir, say)  # the replaced run cleared now
         run_log.open(cfg.run.output_dir)
-    say(f"model: SetFit ({type(model.model_body[0].auto_model).__name__} body, logistic-regression head)")
+    say(f"model: SetFit ({training.implementation_of(model.model_body[0].auto_model)} body, logistic-regression "
+        "head)")
     with rundir.disk_full_guard(cfg.run.output_dir, "the training"):
         trainer.train()  # the contrastive pairs, then the head on the tuned vectors
 

@@ -79,7 +79,7 @@ def test_the_report_asks_each_task_for_its_part():
     from bertkit import report
     from bertkit.tasks import reporting
 
-    for name in ("classify", "ner", "qa", "choice", "mlm", "embed"):
+    for name in ("classify", "ner", "qa", "choice", "mlm", "embed", "fewshot"):
         part = report.task_report(name)
         assert type(part) is tasks.task_module(name).Report and isinstance(part, reporting.Report)
         assert "Report" in tasks.task_module(name).__all__
@@ -93,7 +93,9 @@ def test_the_card_asks_a_library_task_for_its_part():
     task's `Card`; a transformers model's card needs none."""
     from bertkit.tasks import reporting
 
-    for name in ("embed", "rerank"):
+    for name, library in (("embed", "sentence-transformers"), ("rerank", "sentence-transformers"),
+                          ("fewshot", "setfit")):
         card = tasks.task_module(name).Card
-        assert issubclass(card, reporting.Card) and card.tag and card.library == "sentence-transformers"
+        assert issubclass(card, reporting.Card) and card.tag and card.library == library
+    assert set(tasks.LIBRARY_TASKS) == {"embed", "rerank", "fewshot"}
     assert tasks.task_part("classify", "Card") is None

@@ -38,9 +38,10 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     epochs: Annotated[int, Field(ge=1)] = 1
     """Passes over the contrastive pairs (SetFit's num_epochs)."""
-    num_iterations: Annotated[int, Field(ge=1)] | None = None
-    """Pairs drawn per training text (SetFit's num_iterations); null: every pair the oversampling strategy gives
-    (SetFit's default)."""
+    num_iterations: Annotated[int, Field(ge=1)] | None = 20
+    """Pairs drawn per training text and epoch, half similar, half not (SetFit's num_iterations, the SetFit paper's
+    20); null: setfit's own default, every pair its oversampling gives (on SST-2 with 8 per class, 3 draws: 0.616
+    against 0.644 for 20)."""
     batch_size: Annotated[int, Field(ge=2)] = 16
     """Pairs per step of the contrastive fine-tuning."""
     learning_rate: Annotated[float, Field(gt=0)] = 2e-5
