@@ -217,10 +217,11 @@ def fuse(model: nn.Module, head: Head, source: Path, target: Path) -> Path:
     return target
 
 
-def copy_model_files(run_dir: Path, out: Path) -> list[str]:
-    """config.json (label map, task settings), the tokenizer and the run's config, copied beside the graph."""
+def copy_model_files(run_dir: Path, out: Path, more: tuple[str, ...] = ()) -> list[str]:
+    """config.json (label map, task settings), the tokenizer and the run's config, copied beside the graph; and
+    `more`, the files the task's runner needs besides (TaskGraph.files)."""
     copied = []
-    for name in COPIED_FILES:
+    for name in (*COPIED_FILES, *more):
         if (run_dir / name).is_file() and name not in copied:
             shutil.copy2(run_dir / name, out / name)
             copied.append(name)
@@ -263,7 +264,7 @@ def export_run(run_dir: str, output: str | None = None, fmt: str = "onnx", quant
             summary["int8_graph"] = quantize_int8(model, head, building / ONNX_FILE, building / INT8_FILE)
             files["int8"] = INT8_FILE
             summary["parity_max_abs_diff"]["int8"] = int8_difference(model, head, building / INT8_FILE)
-        copy_model_files(Path(run_dir), building)
+        copy_model_files(Path(run_dir), building, graph.files)
         summary.update(graph.summary)
         finish_export(building, summary)  # from here the folder loads as a finished export (the dev metrics read it)
         if graph.check:  # the whole path (tokenizer + graph + runner) against the task's reference

@@ -13,6 +13,7 @@ is left, returns the branch head instead of committing. We compare that with the
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import importlib
 import json
 import os
@@ -99,7 +100,16 @@ def select_files(model_dir: Path) -> list[str]:
     names = sorted(p.name for p in model_dir.iterdir() if p.is_file())
     top = filter_repo_objects(names, allow_patterns=ALLOW_PATTERNS + SENTENCE_TRANSFORMERS_FILES,
                               ignore_patterns=IGNORE_PATTERNS)
+    top = [*top, *(name for name in task_files(model_dir) if name in names and name not in top)]
     return sorted([*top, *module_files(model_dir)])
+
+
+def task_files(model_dir: Path) -> tuple[str, ...]:
+    """The files by name that the model's task needs besides those above (its module's MODEL_FILES: a few-shot
+    model's config_setfit.json and its head, a pickle that IGNORE_PATTERNS otherwise keeps back)."""
+    from . import tasks
+
+    return tuple(tasks.task_part(tasks.sentence_transformers_kind(str(model_dir)) or "", "MODEL_FILES") or ())
 
 
 # A sentence-transformers folder (an embed run): what SentenceTransformer(repo) reads besides the model's own files.
@@ -369,16 +379,20 @@ def push_model(
         if readme is not None and full_id != repo_id:  # "name" became "namespace/name": the snippet needs it
             readme = render_model_card(model_dir, repo_id=full_id)
         repo_id = full_id
+        named = [name for name in task_files(model_dir) if name in files]
         with _staged(model_dir, files, readme) as folder:
             info = api.upload_folder(
                 repo_id=repo_id,
                 folder_path=folder,
                 revision=revision,
                 commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
-                allow_patterns=ALLOW_PATTERNS + SENTENCE_TRANSFORMERS_FILES + [n for n in files if "/" in n],
+                allow_patterns=ALLOW_PATTERNS + SENTENCE_TRANSFORMERS_FILES + [n for n in files if "/" in n]
+                + list(named),
                 # A copy: upload_folder appends its defaults to the list it is given. The stage holds only the
-                # selected files, so "*/*" is dropped for a sentence-transformers folder's module files.
-                ignore_patterns=[p for p in IGNORE_PATTERNS if p != "*/*" or not any("/" in n for n in files)],
+                # selected files, so "*/*" is dropped for a sentence-transformers folder's module files, and a
+                # pattern that would keep back a file the task names (a few-shot head: "*.pkl") is dropped too.
+                ignore_patterns=[p for p in IGNORE_PATTERNS if (p != "*/*" or not any("/" in n for n in files))
+                                 and not any(fnmatch.fnmatch(n, p) for n in named)],
             )
     return NO_CHANGES if info.oid == head else info.commit_url
 

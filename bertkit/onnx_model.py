@@ -55,6 +55,9 @@ class TaskGraph:
     """The written export (run as predict runs it) against the reference: {name: max abs difference}."""
     dev_metrics: bool = True
     """Whether export measures the run's dev file through the graph (a first stage measures itself)."""
+    files: tuple[str, ...] = ()
+    """The run's files the export's runner needs beside the graph (a few-shot model's head)."""
+
 
 HEADS = {
     "ForSequenceClassification": Head(BertkitForSequenceClassification, "classify", ("logits",)),

@@ -15,6 +15,7 @@ from bertkit import tasks
 from bertkit.inspection import FEW_PER_LABEL, few_labels_hint
 from bertkit.tasks import fewshot
 from helpers import run_in_process, write_csv
+from test_hub import TOKEN, hub, make_hub, no_internet  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 EN = ROOT / "data" / "en_sentiment"
@@ -128,9 +129,42 @@ def test_what_the_method_cannot_take_is_one_line(tmp_path, tiny_model_dir, setti
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_export_says_to_serve_the_folder_itself(run):
-    done = run_in_process("export", run["dir"], cwd=run["root"])
-    assert done.returncode == 2 and "few-shot (SetFit) model" in done.stdout + done.stderr
+def test_the_onnx_export_holds_the_body_and_predicts_what_the_run_predicts(run, tmp_path):
+    """`bertkit export`: the body's graph (pooling and normalisation inside) and SetFit's head beside it, checked
+    against PyTorch as it is written; predict on the export writes the run's predictions."""
+    pytest.importorskip("onnxruntime")
+    export = tmp_path / "export"
+    done = run_in_process("export", run["dir"], "-o", export, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((export / "onnx_export.json").read_text())
+    assert summary["recipe"] == "fewshot" and summary["parity_max_abs_diff"]["probabilities"] < 1e-4
+    assert "accuracy" in summary["dev"]["fp32"] and tasks.task_of_model(str(export)) == "fewshot"
+    inputs = write_csv(tmp_path / "in.csv", ["text"], [["a warm, funny and moving film"], ["dull and slow"]])
+    for source, out in ((run["dir"], "torch.jsonl"), (export, "onnx.jsonl")):
+        done = run_in_process("predict", source, inputs, "-o", tmp_path / out, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    torch_rows, onnx_rows = ([json.loads(line) for line in (tmp_path / out).read_text().splitlines()]
+                             for out in ("torch.jsonl", "onnx.jsonl"))
+    for mine, theirs in zip(onnx_rows, torch_rows):
+        assert mine["label"] == theirs["label"]
+        assert all(abs(p - theirs["probabilities"][n]) < 1e-4 for n, p in mine["probabilities"].items())
+
+
+def test_a_push_uploads_the_head_and_stock_setfit_loads_the_repo(run, hub, tmp_path):  # noqa: F811
+    """The head is a pickle, which a push keeps back from any other folder: here the task names it."""
+    from huggingface_hub import snapshot_download
+    from setfit import SetFitModel
+
+    done = run_in_process("push", run["dir"], "tester/few", "--token", TOKEN, "--endpoint", hub.endpoint,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    remote = set(hub.files("tester/few"))
+    assert {fewshot.SETFIT_FILE, fewshot.HEAD_FILE, "modules.json", "1_Pooling/config.json", "README.md"} <= remote
+    assert not any(name.endswith(".pkl") and name != fewshot.HEAD_FILE for name in remote)
+    local = snapshot_download("tester/few", token=TOKEN, cache_dir=str(tmp_path / "cache"))
+    texts = ["a warm, funny and moving film"]
+    np.testing.assert_allclose(SetFitModel.from_pretrained(local).predict_proba(texts, as_numpy=True),
+                               SetFitModel.from_pretrained(run["dir"]).predict_proba(texts, as_numpy=True), atol=1e-6)
 
 
 def test_the_hint_appears_below_the_threshold_and_not_above_it():

@@ -34,8 +34,8 @@ from bertkit.tasks.long_documents import LongDocConfig
 
 SETFIT_FILE = "config_setfit.json"  # what tells a SetFit folder from another sentence-transformers one
 HEAD_FILE = "model_head.pkl"
+MODEL_FILES = (SETFIT_FILE, HEAD_FILE)  # what a push uploads and an export copies besides the body's files
 CHUNK_ROWS = 4096  # rows read and predicted at a time by predict / evaluate
-FEW_PER_CLASS = 64  # classify hints at this recipe below this many training rows for the rarest class
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -182,10 +182,30 @@ def is_few_shot_model(model_dir: str) -> bool:
     return (Path(model_dir) / SETFIT_FILE).is_file()
 
 
-def load_predictor(model_dir: str) -> FewShot:
-    """The SetFit model of a run directory, with bertkit's settings from its config.json."""
-    from setfit import SetFitModel
+class ExportedSetFit:
+    """A few-shot export (`bertkit export`): the body's ONNX graph, pooling and normalisation inside
+    (onnx_model.OnnxEmbedder), and the scikit-learn head beside it, behind the part of SetFitModel's interface that
+    predict uses."""
 
+    def __init__(self, export_dir: str):
+        import joblib
+
+        from bertkit.checkpoints import LOAD_PRECISION
+        from bertkit.onnx_model import load_onnx_embedder
+
+        saved = reporting.read_json(Path(export_dir) / SETFIT_FILE, {})
+        self.model_body = load_onnx_embedder(export_dir, LOAD_PRECISION.get())
+        self.model_head = joblib.load(Path(export_dir) / HEAD_FILE)  # setfit's own format (a pickle, as it saves)
+        self.labels, self.normalize_embeddings = saved.get("labels"), bool(saved.get("normalize_embeddings"))
+
+    def predict_proba(self, texts: list[str], batch_size: int = 64, **_) -> np.ndarray:
+        vectors = self.model_body.encode(texts, batch_size=batch_size, normalize_embeddings=self.normalize_embeddings)
+        return np.asarray(self.model_head.predict_proba(vectors), dtype=np.float32)
+
+
+def load_predictor(model_dir: str) -> FewShot:
+    """The SetFit model of a run directory (or of its ONNX export), with bertkit's settings from its config.json."""
+    from bertkit.onnx_model import is_onnx_export
     from bertkit.rundir import read_config_json
 
     if not (Path(model_dir) / HEAD_FILE).is_file():
@@ -193,7 +213,12 @@ def load_predictor(model_dir: str) -> FewShot:
                            "retrain, or copy the whole run directory")
     config = read_config_json(Path(model_dir) / "config.json")
     settings = read_settings(Settings, config, str(Path(model_dir) / "config.json"))
-    model = SetFitModel.from_pretrained(model_dir, local_files_only=True, device="cpu")
+    if is_onnx_export(model_dir):
+        model = ExportedSetFit(model_dir)
+    else:
+        from setfit import SetFitModel
+
+        model = SetFitModel.from_pretrained(model_dir, local_files_only=True, device="cpu")
     names = [str(name) for name in (model.labels or [])]
     if not names:
         raise BertkitError(f"{model_dir}/{SETFIT_FILE} names no labels — retrain with `bertkit run fewshot`")
@@ -255,10 +280,33 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     return metrics
 
 
+PARITY_TEXTS = ["a", "A warm, funny and moving film.", "The plot goes nowhere and the jokes fall flat; " * 10]
+
+
 def onnx_graph(run_dir: str):
-    """`bertkit export` of a few-shot model: not yet (its head is scikit-learn's); it serves as it is."""
-    raise BertkitError(f"{run_dir} is a few-shot (SetFit) model, which `bertkit export` does not export yet — serve "
-                       f"the run directory itself: `bertkit serve {run_dir}`")
+    """`bertkit export` of a few-shot model: the body as an embedding model's graph (pooling and normalisation
+    inside: bertkit/tasks/embed_export.py), the scikit-learn head copied beside it; checked as predict runs it,
+    probabilities against the PyTorch model's."""
+    from .embed_export import onnx_graph as embedding_graph
+
+    graph = embedding_graph(run_dir)
+    check_embeddings = graph.check
+
+    def check(export_dir: Path) -> dict:
+        from bertkit.onnx_model import PARITY_TOLERANCE
+
+        differences = check_embeddings(export_dir)
+        exported, reference = load_predictor(str(export_dir)), load_predictor(run_dir)
+        exported.temperature = reference.temperature = None  # the head's own probabilities
+        worst = float(np.abs(predict_probabilities(exported, PARITY_TEXTS)
+                             - predict_probabilities(reference, PARITY_TEXTS)).max())
+        if worst > PARITY_TOLERANCE:
+            raise BertkitError(f"the ONNX export's probabilities differ from the PyTorch model's by {worst:.2e} (more "
+                               f"than {PARITY_TOLERANCE:g}) — please report it with the run's {SETFIT_FILE}")
+        return {**differences, "probabilities": worst}
+
+    graph.check, graph.files, graph.dev_metrics = check, MODEL_FILES, True
+    return graph
 
 
 # ================================================================================================ serving
@@ -344,6 +392,6 @@ class Card(reporting.Card):
 
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
-           "evaluate_file", "DEFAULT_THRESHOLD", "SETFIT_FILE", "HEAD_FILE", "FEW_PER_CLASS", "SELECTION_METRIC",
+           "evaluate_file", "DEFAULT_THRESHOLD", "SETFIT_FILE", "HEAD_FILE", "MODEL_FILES", "SELECTION_METRIC",
            "check_few_shot_labels", "DevEvaluation", "dev_evaluation", "log_odds", "FewShot", "is_few_shot_model",
-           "predict_probabilities", "onnx_graph", "Endpoint", "Report", "Card"]
+           "predict_probabilities", "ExportedSetFit", "onnx_graph", "Endpoint", "Report", "Card"]
