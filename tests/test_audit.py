@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertkit import audit as au
+from bertkit.tasks import classify, label_issues, ner
 from bertkit.cli import app, load_recipe
 from bertkit.config import load_config
 from helpers import one_line_error, write_csv
@@ -135,7 +136,7 @@ def test_multi_label_issues_suggest_the_classes_over_the_threshold():
     probs = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.9], [0.1, 0.1]] * 10)
     given[5] = [0]  # probabilities say class 1 only
     given[6] = [0]  # probabilities say both
-    found = au.multi_label_issues(given, probs, np.full(40, 0.5))
+    found = label_issues.multi_label_issues(given, probs, np.full(40, 0.5))
     assert {row for row, _, _ in found} == {5, 6}
     assert {row: suggested for row, suggested, _ in found} == {5: [1], 6: [0, 1]}
     assert all(score < 0.5 for _, _, score in found)
@@ -151,7 +152,7 @@ def test_fold_models_barely_above_chance_are_a_warning():
 
 def test_probabilities_move_to_their_label_and_a_class_the_fold_never_saw_gets_zero():
     probs = np.array([[0.2, 0.8], [0.6, 0.4]])
-    moved = au.by_name(probs, ["b", "a"], ["a", "b", "c"], normalise=True)
+    moved = label_issues.by_name(probs, ["b", "a"], ["a", "b", "c"], normalise=True)
     assert np.allclose(moved, [[0.8, 0.2, 0.0], [0.4, 0.6, 0.0]])
 
 
@@ -159,7 +160,7 @@ def test_a_relabelled_cell_is_written_the_way_the_file_writes_labels(tmp_path):
     path = tmp_path / "train.jsonl"
     path.write_text("".join(json.dumps({"text": f"row {i}", "label": i % 2, "id": i}) + "\n" for i in range(6)))
     module = load_recipe("classify")
-    task = au.ClassifyAudit(load_config(module.Config, None, [f"data.train={path}"]))
+    task = classify.Audit(load_config(module.Config, None, [f"data.train={path}"]))
     target = task.write([0, 1, 2], tmp_path / "out.jsonl", {1: task.raw_class[0]})
     assert [json.loads(line) for line in target.read_text().splitlines()] == [
         {"text": "row 0", "label": 0, "id": 0}, {"text": "row 1", "label": 0, "id": 1},
@@ -174,7 +175,7 @@ def test_entities_are_rebuilt_from_the_tags_in_character_offsets():
     sentence = Sentence([text[a:b] for a, b in offsets], ["B-PER", "I-PER", "O", "O", "B-LOC"], "x line 1", text,
                         offsets)
     record = {"text": text, "spans": [[0, 9, "PER"], [19, 23, "LOC"]]}
-    au.set_tags(record, sentence, ["B-PER", "I-PER", "O", "O", "B-ORG"])
+    ner.set_tags(record, sentence, ["B-PER", "I-PER", "O", "O", "B-ORG"])
     assert record == {"text": text, "spans": [{"start": 0, "end": 9, "type": "PER"},
                                               {"start": 19, "end": 23, "type": "ORG"}]}
 

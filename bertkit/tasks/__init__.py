@@ -53,6 +53,8 @@ TASKS = (
 # Tasks whose model another library saves and loads, told by that library's files (sentence_transformers_kind), not
 # by an architecture in TASKS: a SetFit model, a sentence-transformers embedding model and a cross-encoder
 LIBRARY_TASKS = ("fewshot", "embed", "rerank")
+# Tasks whose training rows `bertkit audit` checks for wrong labels (their module's Audit, on tasks/label_issues.py)
+AUDITED = ("classify", "ner")
 # Tasks whose predict ranks a corpus (--corpus, --top-k: their module's predict_top_k) and whose predict / evaluate
 # take --retriever (the first stage: bertkit/tasks/first_stage.py; a reranker refuses it, re-ranking its run's own)
 CORPUS_RANKERS = ("embed", "rerank")
@@ -200,8 +202,8 @@ def read_settings(settings_cls: type, model_config: Any, source: str) -> Any:
     return settings
 
 
-__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "LIBRARY_TASKS", "CORPUS_RANKERS", "RETRIEVERS", "ROUTES",
-           "route_of",
+__all__ = ["INTERFACE", "SETTINGS_KEY", "Task", "TASKS", "LIBRARY_TASKS", "AUDITED", "CORPUS_RANKERS", "RETRIEVERS",
+           "ROUTES", "route_of",
            "task_names", "task_part", "served_routes", "task_of_architecture",
            "task_of_peft", "task_module",
            "module_for_model", "task_of_model", "sentence_transformers_kind", "no_confidence_cut",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -37,7 +38,7 @@ from bertkit import calibration, tasks
 from bertkit.tasks import check_min_confidence
 from bertkit.checkpoints import load_finetuned, load_tokenizer
 from bertkit.console import ExamplesProgress, warn
-from bertkit.datafiles import ColumnMap
+from bertkit.datafiles import ColumnMap, column_values, read_table, row_location
 from bertkit.errors import BertkitError
 from bertkit.inference import run_batch, sigmoid, softmax, token_budget_batches
 from bertkit.metrics import (ClassificationMetric, MultiLabelMetric, RegressionMetric, best_threshold,
@@ -49,6 +50,8 @@ from bertkit.report_html import (SHOWN_EXAMPLES, bar_chart, esc, fmt, heat_map, 
                                  scatter, section, table)
 from bertkit.rundir import atomic_output, check_output_path, model_task, write_json
 from bertkit.splits import load_split
+from bertkit.tasks.label_issues import (Issue, by_name, check_fold_count, is_json_array, kfold, location_number,
+                                        multi_label_issues, single_label_issues, write_json_records)
 from bertkit.tasks.long_documents import (DocumentCollator, LongDocConfig, Windows, aggregate, document_logits,
                                           encode_documents, first_windows, is_document_model, uses_attention,
                                           warn_capped)
@@ -660,6 +663,142 @@ class Endpoint(serving.Endpoint):
         return records
 
 
+# ------------------------------------------------------------------------------------------------ its audit
+
+
+class Audit:
+    """`bertkit audit classify`: a classification training file as the audit sees it: texts and labels read as the
+    recipe reads them, and the file as written (`raw`), whose rows the output files copy with only the label cell
+    changed."""
+
+    unit = "rows"
+    columns_out = ["line", "text", "given", "suggested", "score"]
+
+    def __init__(self, cfg):
+        if not cfg.data.train:
+            raise BertkitError("no training data — set data.train=<file> (csv, tsv, json, jsonl, parquet)")
+        self.path = cfg.data.train
+        dataset, self.columns, self.labels = read_examples(
+            self.path, dataclasses.asdict(cfg.data.columns), None, require_label=True,
+            label_kind=cfg.data.label_kind, delimiter=cfg.data.label_delimiter)
+        self.check_labels()
+        self.names = list(self.labels.names)
+        self.raw = read_table(self.path)  # the same rows in the same order, as written (load_split drops none)
+        self.texts = column_values(dataset, self.columns.text)
+        self.pairs = column_values(dataset, self.columns.text_pair) if self.columns.text_pair else None
+        self.given = column_values(dataset, "labels")  # class ids, or multi-hot rows
+        self.raw_labels = column_values(self.raw, self.columns.label)
+        self.raw_class = {}  # single-label: class id -> the label as the file writes it (1, "positive", an id)
+        if self.labels.kind == "single":
+            for value, raw in zip(self.given, self.raw_labels):
+                self.raw_class.setdefault(value, raw)
+        self.thresholds = np.full(len(self.texts), 0.5)  # multi-label: each row's fold model's threshold
+        suffix = Path(self.path).suffix.lower()
+        self.suffix = suffix if Path(self.path).is_file() and suffix in (".csv", ".tsv", ".json", ".jsonl",
+                                                                          ".parquet") else ".parquet"
+        self.json_array = self.suffix == ".json" and is_json_array(self.path)
+        if self.pairs is not None:
+            self.columns_out = ["line", "text", "text_pair", "given", "suggested", "score"]
+
+    @property
+    def size(self) -> int:
+        return len(self.texts)
+
+    def check_labels(self) -> None:
+        column = f"column '{self.columns.label}' of data.train {self.path}"
+        if self.labels.kind == "regression":
+            raise BertkitError(f"{column} holds regression scores — the audit looks for rows in the wrong class: "
+                               f"audit a column of classes (set data.label_kind=single if these numbers are classes)")
+        if len(self.labels.names) < 2:
+            raise BertkitError(f"{column} has one class ({self.labels.names[0]!r}) — the audit compares classes, "
+                               f"so it needs at least two")
+
+    def folds(self, folds: int, seed: int):
+        check_fold_count(folds, self.size, self.unit, self.path)
+        if self.labels.kind != "single":
+            return kfold(self.size, folds, seed)
+        counts = Counter(self.given)
+        smallest, count = min(counts.items(), key=lambda item: (item[1], item[0]))
+        if folds > count:
+            fewer = f"set audit.folds={count} or fewer, or " if count >= 2 else ""
+            raise BertkitError(f"audit.folds={folds} is more than the {count} row{'s' * (count > 1)} of class "
+                               f"{self.labels.names[smallest]!r} in data.train {self.path}: stratified folds need a "
+                               f"row of every class in each — {fewer}add rows of that class")
+        return kfold(self.size, folds, seed, np.asarray(self.given))
+
+    def write(self, rows, target: Path, relabel: dict | None = None) -> Path:
+        """The training file's `rows` (in file order) at `target`, in the input's format; `relabel`: row -> the
+        label cell to write instead."""
+        records = self.raw.select([int(r) for r in rows]).to_list()
+        for record, row in zip(records, rows):
+            if relabel and int(row) in relabel:
+                record[self.columns.label] = relabel[int(row)]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if self.suffix in (".csv", ".tsv"):
+            with open(target, "w", encoding="utf-8", newline="") as handle:
+                writer = csv.writer(handle, delimiter="\t" if self.suffix == ".tsv" else ",")
+                writer.writerow(self.raw.column_names)
+                writer.writerows([["" if r[c] is None else r[c] for c in self.raw.column_names] for r in records])
+        elif self.suffix == ".parquet":  # also a Hub dataset: its features (ClassLabel names) travel along
+            datasets.Dataset.from_list(records, features=self.raw.features).to_parquet(str(target))
+        else:
+            write_json_records(records, target, self.json_array)
+        return target
+
+    def predict(self, model_dir: Path, rows, batch_size: int) -> list[np.ndarray]:
+        """Each held-out row's probabilities from the fold's model, columns in the training file's label order."""
+        classifier = load_predictor(str(model_dir))
+        texts = [self.texts[i] for i in rows]
+        pairs = [self.pairs[i] for i in rows] if self.pairs is not None else None
+        probs = predict_probabilities(classifier, texts, pairs, batch_size)
+        self.thresholds[rows] = classifier.labels.threshold
+        return list(by_name(probs, classifier.labels.names, self.labels.names, self.labels.kind == "single"))
+
+    def issues(self, predictions: list[np.ndarray]) -> tuple[list[Issue], dict]:
+        """The likely label errors, worst first, and row -> the relabelled label cell."""
+        probs, names = np.stack(predictions), self.labels.names
+        if self.labels.kind == "single":
+            found = single_label_issues(np.asarray(self.given), probs)
+            relabel = {row: self.raw_class[suggested] for row, suggested, _ in found}
+            shown = [(row, names[self.given[row]], names[suggested], score) for row, suggested, score in found]
+        else:
+            given = [[int(c) for c in np.flatnonzero(np.asarray(hot) > 0.5)] for hot in self.given]
+            found = multi_label_issues(given, probs, self.thresholds)
+            relabel = {row: self.multi_cell(row, [names[c] for c in suggested]) for row, suggested, _ in found}
+            shown = [(row, self.joined(given[row]), self.joined(suggested), score) for row, suggested, score in found]
+        return [self.issue(row, given, suggested, score) for row, given, suggested, score in shown], relabel
+
+    def agreement(self, predictions: list[np.ndarray]) -> tuple[float, float]:
+        """(how often the fold models' out-of-fold prediction is the given label, the same for always answering the
+        commonest one): per row for single-label, per (row, label) decision for multi-label."""
+        probs = np.stack(predictions)
+        if self.labels.kind == "single":
+            given = np.asarray(self.given)
+            return float((probs.argmax(1) == given).mean()), float(np.bincount(given).max() / len(given))
+        hot = np.asarray(self.given) > 0.5
+        chosen = probs >= self.thresholds[:, None]
+        return float((chosen == hot).mean()), float(np.maximum(hot.mean(0), 1 - hot.mean(0)).mean())
+
+    def issue(self, row: int, given: str, suggested: str, score: float) -> Issue:
+        text = self.texts[row] if self.pairs is None else f"{self.texts[row]} ||| {self.pairs[row]}"
+        return Issue(row, row_location(self.raw, row), text, given, suggested, score, pairs=[(given, suggested)])
+
+    def issue_row(self, issue: Issue) -> list:
+        texts = [self.texts[issue.row]] + ([self.pairs[issue.row]] if self.pairs is not None else [])
+        return [location_number(issue.where), *texts, issue.given, issue.suggested, round(issue.score, 6)]
+
+    def joined(self, ids: list[int]) -> str:
+        """Multi-label class ids as one string for people: 'billing;returns', or '(none)'."""
+        return self.labels.delimiter.join(self.labels.names[c] for c in ids) or "(none)"
+
+    def multi_cell(self, row: int, names: list[str]):
+        """Multi-label names as the file writes this row's labels: a list (of ClassLabel ids, for a Hub dataset's
+        feature), or one string joined by data.label_delimiter."""
+        if not isinstance(self.raw_labels[row], list):
+            return self.labels.delimiter.join(names)
+        inner = getattr(self.raw.features[self.columns.label], "feature", None)
+        return [inner.str2int(name) for name in names] if isinstance(inner, datasets.ClassLabel) else names
+
 # ------------------------------------------------------------------------------------------------ its report
 
 
@@ -808,4 +947,4 @@ __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_pr
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
            "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
            "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
-           "class_weights", "dev_label_predictions", "Endpoint", "Report"]
+           "class_weights", "dev_label_predictions", "Endpoint", "Report", "Audit"]

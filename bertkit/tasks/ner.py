@@ -19,6 +19,7 @@ the model (config.json, under tasks.SETTINGS_KEY).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ from bertkit.report_html import (PREDICTED_EXAMPLES, SHOWN_EXAMPLES, bar_chart, 
                                  section)
 from bertkit.rundir import atomic_output, check_output_path, write_json
 from bertkit.tasks import SETTINGS_KEY, no_confidence_cut, read_settings
+from bertkit.datafiles import json_lines, read_table, read_text, row_location
+from bertkit.tasks.label_issues import (Issue, by_name, check_fold_count, is_json_array, kfold, location_number,
+                                        token_issues, write_json_records)
 from bertkit.tasks.long_documents import sliding_windows
 from bertkit.tasks.ner_files import NerData, ReadOptions, Sentence, read_examples, read_texts, split_words
 from bertkit.tasks.ner_tag_schemes import (SCHEMES, continuation_ids, label_names, repair_tags, scheme_violations,
@@ -392,6 +396,136 @@ class Endpoint(serving.Endpoint):
         return records
 
 
+# ------------------------------------------------------------------------------------------------ its audit
+
+
+class Audit:
+    """`bertkit audit ner`: a NER training file as the audit sees it: sentences read as the recipe reads them, and
+    the file's own lines (CoNLL) or objects (JSONL), which the output files copy with only the tags of flagged
+    sentences changed."""
+
+    unit = "sentences"
+    columns_out = ["line", "text", "words", "given", "suggested", "score"]
+
+    def __init__(self, cfg):
+        if not cfg.data.train:
+            raise BertkitError("no training data — set data.train=<file> (CoNLL columns or JSONL)")
+        self.path = str(cfg.data.train)
+        options = ReadOptions(scheme=cfg.data.scheme, repair=cfg.data.repair_tags,
+                                   skip_bad=cfg.data.skip_bad_examples, split=cfg.data.split, format=cfg.data.format)
+        data = read_examples(self.path, options)
+        if not data.entity_types:
+            raise BertkitError(f"data.train {self.path} has no entity tags (every word is O) — the audit compares "
+                               f"tags, so it needs entities")
+        self.sentences, self.scheme = data.sentences, data.scheme
+        self.names = label_names(data.entity_types, data.scheme)
+        self.ids = {name: i for i, name in enumerate(self.names)}
+        # tags written back in the scheme the file declares (an IOB1 file stays IOB1); auto read them as data.scheme
+        self.file_scheme = cfg.data.scheme if cfg.data.scheme in SCHEMES else data.scheme
+        self.suffix = Path(self.path).suffix
+        self.conll = cfg.data.format == "conll" or (cfg.data.format == "auto"
+                                                      and self.suffix.lower() not in (".json", ".jsonl"))
+        self.json_array = not self.conll and is_json_array(self.path)
+        if self.conll:
+            self.lines = [line.rstrip("\r") for line in read_text(self.path).split("\n")]  # as ner_files reads
+        else:
+            self.objects = dict(self.json_objects())
+
+    @property
+    def size(self) -> int:
+        return len(self.sentences)
+
+    def json_objects(self):
+        """(line number, object) of the file, numbered as the NER reader numbers its sentences."""
+        if self.json_array:
+            table = read_table(self.path)
+            yield from ((location_number(row_location(table, i)), row) for i, row in enumerate(table))
+        else:
+            yield from json_lines(self.path, read_text(self.path))
+
+    def folds(self, folds: int, seed: int):
+        check_fold_count(folds, self.size, self.unit, self.path)
+        return kfold(self.size, folds, seed)
+
+    def write(self, rows, target: Path, relabel: dict | None = None) -> Path:
+        """The sentences `rows` (in file order) at `target`, in the input's format; `relabel`: sentence -> its new
+        tags (written in the file's scheme)."""
+        relabel = relabel or {}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if self.conll:
+            out = []
+            for row in rows:
+                sentence, tags = self.sentences[row], relabel.get(int(row))
+                for i, number in enumerate(sentence.word_lines):
+                    out.append(self.lines[number - 1] if tags is None else with_last_column(self.lines[number - 1],
+                                                                                            tags[i]))
+                out.append("")
+            target.write_text("\n".join(out) + "\n", encoding="utf-8")
+            return target
+        records = []
+        for row in rows:
+            record = copy.deepcopy(self.objects[location_number(self.sentences[row].where)])
+            if int(row) in relabel:
+                set_tags(record, self.sentences[row], relabel[int(row)])
+            records.append(record)
+        write_json_records(records, target, self.json_array)
+        return target
+
+    def predict(self, model_dir: Path, rows, batch_size: int) -> list[np.ndarray]:
+        """Each held-out sentence's (words, tags) probabilities from the fold's model, in the training labels' order."""
+        tagger = load_predictor(str(model_dir))
+        probs = predict_word_probabilities(tagger, [self.sentences[i] for i in rows], batch_size)
+        fold_names = [tagger.id2label[i] for i in range(len(tagger.id2label))]
+        return [by_name(p, fold_names, self.names, normalise=True) for p in probs]
+
+    def agreement(self, predictions: list[np.ndarray]) -> tuple[float, float]:
+        """(how often the fold models' out-of-fold tag is the given one, the share of the commonest tag), per word."""
+        given = np.concatenate([[self.ids[tag] for tag in s.tags] for s in self.sentences]).astype(int)
+        predicted = np.concatenate([p.argmax(-1) for p in predictions])
+        return float((predicted == given).mean()), float(np.bincount(given).max() / len(given))
+
+    def issues(self, predictions: list[np.ndarray]) -> tuple[list[Issue], dict]:
+        """The sentences with likely tag errors, worst first, and sentence -> its relabelled tags."""
+        given = [np.array([self.ids[tag] for tag in s.tags]) for s in self.sentences]
+        issues, relabel = [], {}
+        for row, suggestions, score in token_issues(given, predictions):
+            sentence = self.sentences[row]
+            tags = list(sentence.tags)
+            for word, suggested in suggestions:
+                tags[word] = self.names[suggested]
+            # a lone I- becomes B-, so that the relabelled file reads without data.repair_tags; the pairs show the
+            # tags as read (IOB1 files as IOB2), the file gets them in its own scheme
+            relabel[row] = repair_tags(tags, self.file_scheme)
+            shown = repair_tags(tags, self.scheme)
+            pairs = [(sentence.tags[w], shown[w]) for w, _ in suggestions]
+            where = " ".join(sentence.where.rsplit(" ", 2)[-2:])  # "line 12" of "train.conll line 12"
+            issues.append(Issue(row, where, " ".join(sentence.words), " | ".join(g for g, _ in pairs),
+                                " | ".join(s for _, s in pairs), score,
+                                words=" | ".join(sentence.words[w] for w, _ in suggestions), pairs=pairs))
+        return issues, relabel
+
+    def issue_row(self, issue: Issue) -> list:
+        return [location_number(issue.where), issue.text, issue.words, issue.given, issue.suggested,
+                round(issue.score, 6)]
+
+
+def with_last_column(line: str, tag: str) -> str:
+    """A CoNLL token line with its last column (the tag) replaced, the other columns and separators kept."""
+    stripped = line.rstrip()
+    return stripped[: len(stripped) - len(stripped.split()[-1])] + tag
+
+
+def set_tags(record: dict, sentence, tags: list[str]) -> None:
+    """New tags into a JSONL object: its tag list (tokens + tags), or its entity spans rebuilt from the tags in
+    character offsets (text + entities), under the key the reader took them from."""
+    if any(record.get(key) is not None for key in ("tokens", "words")):
+        key = next((k for k in ("tags", "ner_tags", "labels") if record.get(k) is not None), "tags")
+        record[key] = tags
+        return
+    key = next((k for k in ("entities", "spans", "label") if record.get(k) is not None), "entities")
+    record[key] = [{"start": sentence.offsets[start][0], "end": sentence.offsets[end - 1][1], "type": kind}
+                   for start, end, kind in tags_to_spans(tags)]
+
 # ------------------------------------------------------------------------------------------------ its report
 
 
@@ -476,5 +610,5 @@ __all__ = [
     "split_tag", "tags_to_spans", "spans_to_tags", "scheme_violations", "repair_tags", "label_names",
     "continuation_ids", "align_labels", "first_tokens", "sentence_windows", "stitch_windows", "window_rows",
     "predicted_tags", "entities_from_tags", "decode", "score_tags", "entity_report", "predict_word_probabilities",
-    "IGNORE_INDEX", "Endpoint", "Report",
+    "IGNORE_INDEX", "Endpoint", "Report", "Audit", "with_last_column", "set_tags",
 ]
