@@ -260,6 +260,8 @@ def sets_trainer_arguments(cfg) -> bool:
     `bertkit validate` build the real TrainingArguments (seconds of importing torch and transformers). The defaults
     of every recipe and shipped config are built by the test suite."""
     fields = {f.name: f for f in dataclasses.fields(cfg)}
+    if "train" not in fields:  # a recipe whose trainer takes no TrainingArguments (fewshot: setfit's own)
+        return False
     train, run = fields["train"].default_factory(), fields["run"].default_factory()
     return cfg.train != train or cfg.run.precision != run.precision
 

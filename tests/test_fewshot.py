@@ -167,6 +167,15 @@ def test_a_push_uploads_the_head_and_stock_setfit_loads_the_repo(run, hub, tmp_p
                                SetFitModel.from_pretrained(run["dir"]).predict_proba(texts, as_numpy=True), atol=1e-6)
 
 
+def test_validate_lists_its_keys_and_refuses_what_setfit_cannot_do(tmp_path):
+    done = run_in_process("validate", "fewshot", "--keys", cwd=tmp_path)
+    assert done.returncode == 0 and "num_iterations" in done.stdout and "ok: fewshot config is valid" in done.stdout
+    for key, fragment in (("resume=true", "keeps no checkpoints"), ("precision=bf16", "trains in fp32"),
+                          ("batch_size=1", "batch_size")):
+        done = run_in_process("validate", "fewshot", key, cwd=tmp_path)
+        assert done.returncode == 2 and fragment in done.stdout + done.stderr, (key, done.stdout + done.stderr)
+
+
 def test_the_hint_appears_below_the_threshold_and_not_above_it():
     below = few_labels_hint({"negative": FEW_PER_LABEL - 1, "positive": 500}, "few.csv", "dev.csv")
     assert below and "negative" in below and "bertkit run fewshot data.train=few.csv data.eval=dev.csv" in below
