@@ -5,12 +5,12 @@
 
 The page opens with the answer (the selection metric on dev, against chance and the best evaluation), then the
 training curves (loss, every dev metric, the learning rate; the best checkpoint marked), the task's own view of the
-dev split (classify: per-class bars, the confusion matrix, the confidently wrong examples, the multi-label threshold
-curve or the regression scatter; ner: per-type F1 and sentences with gold and predicted spans; qa: questions with the
-context and both answers marked, EM/F1 by answer length; choice: the options with gold and chosen marked; mlm:
-perplexity before and after, fill-mask examples), `bertkit diagnose`'s symptoms, the settings that differ from the
-recipe's defaults, the model and the versions. A file that is missing drops its section to one line; it never fails
-the report.
+dev split (its module's `Report`, bertkit/tasks/reporting.py; classify: per-class bars, the confusion matrix, the
+confidently wrong examples, the multi-label threshold curve or the regression scatter; ner: per-type F1 and
+sentences with gold and predicted spans; qa: questions with the context and both answers marked, EM/F1 by answer
+length; choice: the options with gold and chosen marked; mlm: perplexity before and after, fill-mask examples),
+`bertkit diagnose`'s symptoms, the settings that differ from the recipe's defaults, the model and the versions.
+A file that is missing drops its section to one line; it never fails the report.
 
 Self-contained by construction: the figures are inline SVG written here (no script, no font, no image is fetched),
 the CSS is inline, and every text that comes from the user's data or config goes through html.escape. The page is

@@ -67,7 +67,7 @@ def build_model(cfg: Config, model_path: str, labels) -> SetFitModel:
     the embed recipe."""
     strategy = "one-vs-rest" if labels.kind == "multi" else None
     model = SetFitModel.from_pretrained(model_path, labels=list(labels.names), multi_target_strategy=strategy,
-                                        local_files_only=True, device="cpu")
+                                        local_files_only=True)
     use_bertkit_backbone(model.model_body, model_path)  # bertkit's BERT (unpadded) trains it; saved stock all the same
     if cfg.data.max_length:
         model.model_body.max_seq_length = cfg.data.max_length

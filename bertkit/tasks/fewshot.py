@@ -218,7 +218,7 @@ def load_predictor(model_dir: str) -> FewShot:
     else:
         from setfit import SetFitModel
 
-        model = SetFitModel.from_pretrained(model_dir, local_files_only=True, device="cpu")
+        model = SetFitModel.from_pretrained(model_dir, local_files_only=True)
     names = [str(name) for name in (model.labels or [])]
     if not names:
         raise BertkitError(f"{model_dir}/{SETFIT_FILE} names no labels — retrain with `bertkit run fewshot`")
