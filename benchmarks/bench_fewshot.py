@@ -3,6 +3,7 @@ against a plain `setfit` script with the same model and settings.
 
     python benchmarks/bench_fewshot.py SST2_DIR --per-class 8 16 32 64 --draws 5
     python benchmarks/bench_fewshot.py SST2_DIR --report          # the table from WORK/results.json
+    python benchmarks/bench_fewshot.py SST2_DIR --report --write  # ... into benchmarks/results/fewshot.json
 
 SST2_DIR holds SST-2's train.tsv and dev.tsv (sentence<TAB>label, no header). Each draw samples N sentences per class
 from train.tsv (seed = the draw); every method trains on those same rows with no dev split (nothing to select or
@@ -98,20 +99,46 @@ def measure(sst2: Path, work: Path, sizes: list[int], draws: int, methods: list[
                 results_file.write_text(json.dumps(results, indent=1))
 
 
-def report(work: Path) -> None:
-    results = json.loads((work / "results.json").read_text())
-    sizes = sorted({int(key.split("/")[1]) for key in results})
-    print(f"CPU: {cpu_model()}; test: {TEST_ROWS} SST-2 dev sentences; accuracy mean ± sd over draws (n), "
-          "training wall time median")
-    for per_class in sizes:
-        cells = []
+def table_rows(results: dict) -> list[list[str]]:
+    """One row per size: each method's test accuracy (mean ± sd over its draws) and median wall time, and fewshot's
+    lead over classify in points."""
+    rows = []
+    for per_class in sorted({int(key.split("/")[1]) for key in results}):
+        found = {method: [v for k, v in results.items() if k.startswith(f"{method}/{per_class}/")]
+                 for method in METHODS}
+        draws = min(len(v) for v in found.values())
+        row = [str(per_class), str(draws)]
         for method in METHODS:
-            found = [value for key, value in results.items() if key.startswith(f"{method}/{per_class}/")]
-            if found:
-                accuracy = band([v["accuracy"] for v in found], 3)
-                seconds = statistics.median(v["seconds"] for v in found)
-                cells.append(f"{method} {accuracy} (n={len(found)}, {seconds:.0f} s)")
-        print(f"{per_class:>3} per class: " + " | ".join(cells))
+            values = found[method]
+            row += [band([v["accuracy"] for v in values], 3) if values else "-",
+                    f"{statistics.median(v['seconds'] for v in values):.0f}" if values else "-"]
+        if found["classify"] and found["fewshot"]:
+            lead = statistics.mean(v["accuracy"] for v in found["fewshot"]) - statistics.mean(
+                v["accuracy"] for v in found["classify"])
+            row.append(f"{100 * lead:+.1f}")
+        else:
+            row.append("-")
+        rows.append(row)
+    return rows
+
+
+COLUMNS = ["per class", "draws", "classify", "s", "fewshot", "s", "plain setfit", "s", "fewshot - classify (points)"]
+
+
+def report(work: Path, write: bool = False) -> None:
+    results = json.loads((work / "results.json").read_text())
+    rows = table_rows(results)
+    print(f"CPU: {cpu_model()}; test: {TEST_ROWS} SST-2 dev sentences; accuracy mean ± sd over draws, training wall "
+          "time (s, median; fewshot and classify: the whole `bertkit run`, imports included)")
+    for row in [COLUMNS, *rows]:
+        print(" | ".join(row))
+    if write:
+        target = Path(__file__).resolve().parent / "results" / "fewshot.json"
+        saved = json.loads(target.read_text(encoding="utf-8"))  # the prose lives in the file; the numbers here
+        saved["tables"][0]["rows"] = rows
+        saved["machine"] = f"{cpu_model()}, 2 cores; " + saved["machine"].split("; ", 1)[-1]
+        target.write_text(json.dumps(saved, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {target}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--write", action="store_true", help="with --report: the table into results/fewshot.json")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.report:
         measure(args.sst2, args.work, args.per_class, args.draws, args.methods)
-    report(args.work)
+    report(args.work, args.write)
     return 0
 
 

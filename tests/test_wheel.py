@@ -99,6 +99,18 @@ def test_main_job_runs_from_another_folder_and_predicts(installed):
     assert len(predictions) == 2 and {p["label"] for p in predictions} <= {"positive", "negative"}
 
 
+def test_the_few_shot_recipe_runs_installed_on_its_shipped_sample(installed):
+    """setfit comes with the wheel's dependencies, and `fewshot/en_sentiment` names its 16-row sample from any
+    folder; the run predicts through the same installed command."""
+    out = installed["work"] / "runs" / "few"
+    bertkit(installed, "run", "fewshot", "-c", "fewshot/en_sentiment", f"output_dir={out}", "num_iterations=2")
+    assert (out / "model_head.pkl").is_file() and (out / "config_setfit.json").is_file()
+    (installed["work"] / "few.csv").write_text("text\nwhat a wonderful film\nboring and far too long\n")
+    bertkit(installed, "predict", str(out), "few.csv", "-o", "few.jsonl")
+    predictions = [json.loads(line) for line in (installed["work"] / "few.jsonl").read_text().splitlines()]
+    assert len(predictions) == 2 and {p["label"] for p in predictions} <= {"positive", "negative"}
+
+
 def test_users_relative_paths_resolve_against_the_working_directory(installed):
     with open(installed["work"] / "my.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
