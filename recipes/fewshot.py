@@ -130,6 +130,9 @@ def main(cfg: Config) -> dict:
         trainer.train()  # the contrastive pairs, then the head on the tuned vectors
 
     history = trainer.st_trainer.state.log_history
+    for entry in history:  # the contrastive loss under the name the curve, the report and diagnose read
+        if "embedding_loss" in entry:
+            entry.setdefault("loss", entry["embedding_loss"])
     final = None
     if dev is not None:
         raw = np.asarray(model.predict_proba(list(dev[columns.text]), as_numpy=True, show_progress_bar=False))

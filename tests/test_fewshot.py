@@ -94,6 +94,13 @@ def test_predict_evaluate_and_serve_answer_as_for_classify(run, tmp_path):
     assert pair.status_code == 422 and "single texts" in pair.text
 
 
+def test_diagnose_reads_its_curve_and_its_dev_labels(run, tmp_path):
+    done = run_in_process("diagnose", run["dir"], cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "0 logged losses" not in output and "classify runs only" not in output, output
+    assert (Path(run["dir"]) / "training_curve.png").is_file()
+
+
 def test_the_report_and_the_card_are_the_few_shot_model_s(run):
     page = (Path(run["dir"]) / "report.html").read_text()
     assert "The task on dev (fewshot)" in page and "Confusion matrix" in page and "Confidently wrong" in page

@@ -283,6 +283,20 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
 PARITY_TEXTS = ["a", "A warm, funny and moving film.", "The plot goes nowhere and the jokes fall flat; " * 10]
 
 
+def dev_label_predictions(run_dir: str, dev_file: str):
+    """(texts, gold label ids, (N, C) probabilities, label names) of a single-label run on its dev file (None for
+    multi-label): what `bertkit diagnose` looks for suspect labels in, with the head's own (uncalibrated)
+    confidence, as for classify."""
+    predictor = load_predictor(run_dir)
+    if predictor.labels.kind != "single":
+        return None
+    predictor.temperature = None
+    dataset, columns, _ = read_examples(dev_file, predictor.column_overrides, predictor.labels)
+    texts = list(dataset[columns.text])
+    return texts, [int(label) for label in dataset["labels"]], predict_probabilities(predictor, texts), \
+        list(predictor.labels.names)
+
+
 def onnx_graph(run_dir: str):
     """`bertkit export` of a few-shot model: the body as an embedding model's graph (pooling and normalisation
     inside: bertkit/tasks/embed_export.py), the scikit-learn head copied beside it; checked as predict runs it,
@@ -394,4 +408,5 @@ class Card(reporting.Card):
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "DEFAULT_THRESHOLD", "SETFIT_FILE", "HEAD_FILE", "MODEL_FILES", "SELECTION_METRIC",
            "check_few_shot_labels", "DevEvaluation", "dev_evaluation", "log_odds", "FewShot", "is_few_shot_model",
-           "predict_probabilities", "ExportedSetFit", "onnx_graph", "Endpoint", "Report", "Card"]
+           "predict_probabilities", "ExportedSetFit", "dev_label_predictions", "onnx_graph", "Endpoint", "Report",
+           "Card"]
