@@ -41,7 +41,7 @@ from .rundir import (RUN_CONFIG_FILE, atomic_folder, check_output_path, model_ta
 
 COPIED_FILES = ("config.json", RUN_CONFIG_FILE, "tokenizer_config.json", "special_tokens_map.json",
                 "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-                "added_tokens.json", "retriever.json", *TOKENIZER_FILES)  # retriever.json: an embed run's first stage
+                "added_tokens.json", *TOKENIZER_FILES)  # and the task's own (TaskGraph.files)
 
 
 # ------------------------------------------------------------------------------------------------ exporting

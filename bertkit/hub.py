@@ -55,7 +55,6 @@ ALLOW_PATTERNS = [
     "README.md",
     "adapter_config.json",
     "adapter_model.safetensors",
-    "retriever.json",  # an embed run's first stage (BM25, the model or both: bertkit/tasks/first_stage.py)
 ]
 
 # Belt and braces over the allowlist. "*/*": only top-level files, so checkpoint-*/ (optimizer state, rng

@@ -108,3 +108,26 @@ def test_the_card_asks_a_library_task_for_its_part():
         assert issubclass(card, reporting.Card) and card.tag and card.library == library
     assert set(tasks.LIBRARY_TASKS) == {"embed", "rerank", "fewshot"}
     assert tasks.task_part("classify", "Card") is None
+
+
+def test_a_push_takes_the_files_a_task_names_and_no_other_pickle(tmp_path):
+    """hub.select_files asks the task for its own files (MODEL_FILES): an embed run's retriever.json, a few-shot
+    model's head (a pickle, which a push keeps back from any other folder)."""
+    import json
+
+    from bertkit.hub import select_files
+
+    def folder(name: str, *files: str):
+        path = tmp_path / name
+        (path / "1_Pooling").mkdir(parents=True)
+        (path / "modules.json").write_text(json.dumps([{"path": "", "type": "sentence_transformers.models.Transformer"},
+                                                       {"path": "1_Pooling", "type": "x.Pooling"}]))
+        (path / "1_Pooling" / "config.json").write_text("{}")
+        for file in ("config.json", "model.safetensors", *files):
+            (path / file).write_text("{}")
+        return path
+
+    embed = select_files(folder("embed", "retriever.json", "model_head.pkl"))
+    assert "retriever.json" in embed and "model_head.pkl" not in embed
+    few = select_files(folder("few", "config_setfit.json", "model_head.pkl", "other.pkl"))
+    assert {"config_setfit.json", "model_head.pkl"} <= set(few) and "other.pkl" not in few

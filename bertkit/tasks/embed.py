@@ -43,6 +43,7 @@ from .retrieval_files import (BM25Index, RetrievalColumns, RetrievalData, distin
                               read_corpus, read_retrieval_file, spearman, top_k)
 
 POOLING_MODES = ("cls", "mean", "max", "lasttoken", "weightedmean")
+MODEL_FILES = (RETRIEVER_FILE,)  # the run's first stage: a push uploads it and an export copies it
 QUERY = "query"  # the prompt names sentence-transformers' encode_query / encode_document use
 DOCUMENT = "document"
 QUERY_LIKE = ("query", "question", "anchor", "q", "查询", "问题")  # a predict input column encoded as queries
@@ -653,4 +654,4 @@ __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_pr
            "transformer_path", "use_bertkit_backbone", "set_prefixes", "settings_of", "export_settings", "read_texts",
            "predict_top_k",
            "check_training_data", "mine_file", "warn_near_duplicates", "Endpoint", "Report",
-           "Card", "onnx_graph"]
+           "Card", "onnx_graph", "MODEL_FILES"]

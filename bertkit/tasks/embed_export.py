@@ -25,7 +25,7 @@ def onnx_graph(run_dir: str) -> TaskGraph:
     # its dev ranking is `bertkit evaluate EXPORT dev.jsonl`'s (the embed task's first stage), not the export's
     return TaskGraph(model, EMBED_HEAD, summary={"embedding": embedding_settings(reference, model)},
                      check=lambda export_dir: {"encode": check_embedding_parity(reference, export_dir)},
-                     dev_metrics=False)
+                     dev_metrics=False, files=("retriever.json",))  # the run's first stage (tasks/first_stage.py)
 
 
 class SentenceEmbedding(nn.Module):
