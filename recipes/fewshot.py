@@ -8,7 +8,7 @@ The same files, columns and label kinds as classify (single-label and multi-labe
 the two texts), but a different method, the `setfit` package's (Tunstall et al. 2022): the sentence-embedding body
 (all-MiniLM-L6-v2 by default: it is one) is fine-tuned contrastively on pairs drawn from the labelled texts, then a
 logistic-regression head is fitted on its vectors. With 8-64 texts per class it beats fine-tuning a fresh
-classification head by a wide margin (docs/benchmarks.md#few-shot); with thousands, use classify.
+classification head by a wide margin (docs/benchmarks.md#fewshot); with thousands, use classify.
 
 With a dev split the trained model is measured there, a temperature is fitted so that its probabilities match how
 often it is right (calibrate=true), and a multi-label threshold is tuned. The saved directory is SetFit's own folder

@@ -1,7 +1,7 @@
 """Few-shot classification: SetFit (Tunstall et al. 2022) through the `setfit` package. A sentence-embedding body is
 fine-tuned contrastively on pairs built from a few labelled texts (same label: similar; different: not), then a
 light head (scikit-learn's logistic regression; one-vs-rest for multi-label) is fitted on its vectors. With 8-64
-texts per class it is far steadier than fine-tuning a fresh classification head (docs/benchmarks.md#few-shot).
+texts per class it is far steadier than fine-tuning a fresh classification head (docs/benchmarks.md#fewshot).
 
 A run saves SetFit's own folder: the sentence-transformers body, `model_head.pkl` and `config_setfit.json`, so
 `SetFitModel.from_pretrained(path)` loads it without bertkit and gives the same probabilities. bertkit's settings
