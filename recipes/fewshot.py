@@ -22,6 +22,7 @@ import logging
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 import transformers
 from setfit import SetFitModel, Trainer, TrainingArguments
 
@@ -95,12 +96,12 @@ class LossLines(transformers.TrainerCallback):
 
 def quiet(trainer: Trainer) -> None:
     """Of what setfit and transformers print while training, only bertkit's lines stay: no progress bar, printed
-    dict or pin_memory warning (no accelerator here to pin for)."""
+    dict or pin_memory warning (on a machine without an accelerator to pin for)."""
     st_trainer = trainer.st_trainer
     st_trainer.remove_callback(transformers.trainer_callback.ProgressCallback)
     st_trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
     st_trainer.add_callback(LossLines())
-    st_trainer.args.dataloader_pin_memory = False
+    st_trainer.args.dataloader_pin_memory = st_trainer.args.dataloader_pin_memory and torch.cuda.is_available()
 
 
 def save_settings(output_dir, labels, settings: task.Settings) -> None:
