@@ -511,19 +511,8 @@ def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: 
     temporary file, renamed when complete). Rows less sure than `min_confidence` (default: the run's saved
     abstain_below) get no label and are marked abstained."""
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
-    classifier = load_predictor(model_dir)
-    check_min_confidence(min_confidence, classifier.labels.kind)
-    cut = min_confidence if min_confidence is not None else classifier.abstain_below
-    dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
-                                        require_label=False)
-    writer = _RecordWriter(output_path, classifier.labels, abstains=cut is not None)
-    with writer, ExamplesProgress("predicting", len(dataset)) as progress:
-        for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier)):
-            probs = predict_probabilities(classifier, texts, pairs, batch_size, progress)
-            for text, row in zip(texts, probs):
-                writer.write({"text": text, **describe_prediction(row, classifier.labels, classifier.labels.threshold,
-                                                                  cut)})
-    return len(dataset)
+    return write_predictions(load_predictor(model_dir), predict_probabilities, input_path, output_path, batch_size,
+                             min_confidence)
 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
@@ -531,24 +520,52 @@ def evaluate_file(model_dir: str, input_path: str, output_path: str | None = Non
     if output_path:
         output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
     classifier = load_predictor(model_dir)
-    dataset, columns, _ = read_examples(input_path, classifier.column_overrides, classifier.labels,
-                                        require_label=True)
-    with ExamplesProgress("evaluating", len(dataset)) as progress:
-        probs = np.concatenate([predict_probabilities(classifier, texts, pairs, batch_size, progress)
-                                for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(classifier))])
-    references = np.asarray(dataset["labels"])
-    metrics = score(probs, references, classifier.labels, classifier.labels.threshold)
-    if classifier.labels.kind != "regression":  # how honest the (calibrated) probabilities are on this file
-        metrics["ece"] = calibration.expected_calibration_error(probs, references, classifier.labels.kind)
-        metrics["coverage"] = calibration.coverage_table(probs, references, classifier.labels.kind)
+    metrics, rows = file_metrics(classifier, predict_probabilities, input_path, batch_size)
     if output_path:
-        write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset),
+        write_json(Path(output_path), {"file": str(input_path), "examples": rows,
                                        "long_doc": classifier.long_doc.strategy, **metrics})
     return metrics
 
 
-def _rows_per_chunk(classifier: Classifier) -> int:
-    return CHUNK_ROWS if classifier.long_doc.strategy == "head" else LONG_DOC_CHUNK_ROWS
+# A classifier's predict and evaluate, for any predictor with classify's attributes (labels, column_overrides,
+# abstain_below, long_doc) and its probabilities function `predict(predictor, texts, pairs, batch_size, progress)`:
+# classify's own, and the few-shot model's (bertkit/tasks/fewshot.py).
+
+
+def write_predictions(predictor, predict, input_path: str, output_path: str, batch_size: int = 64,
+                      min_confidence: float | None = None) -> int:
+    """predict_file's records for a loaded `predictor` (output_path already checked)."""
+    check_min_confidence(min_confidence, predictor.labels.kind)
+    cut = min_confidence if min_confidence is not None else predictor.abstain_below
+    dataset, columns, _ = read_examples(input_path, predictor.column_overrides, predictor.labels,
+                                        require_label=False)
+    writer = _RecordWriter(output_path, predictor.labels, abstains=cut is not None)
+    with writer, ExamplesProgress("predicting", len(dataset)) as progress:
+        for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(predictor)):
+            probs = predict(predictor, texts, pairs, batch_size, progress)
+            for text, row in zip(texts, probs):
+                writer.write({"text": text, **describe_prediction(row, predictor.labels, predictor.labels.threshold,
+                                                                  cut)})
+    return len(dataset)
+
+
+def file_metrics(predictor, predict, input_path: str, batch_size: int = 64) -> tuple[dict, int]:
+    """(evaluate_file's metrics, rows) of a loaded `predictor` on a labelled file."""
+    dataset, columns, _ = read_examples(input_path, predictor.column_overrides, predictor.labels,
+                                        require_label=True)
+    with ExamplesProgress("evaluating", len(dataset)) as progress:
+        probs = np.concatenate([predict(predictor, texts, pairs, batch_size, progress)
+                                for texts, pairs in _chunks(dataset, columns, _rows_per_chunk(predictor))])
+    references = np.asarray(dataset["labels"])
+    metrics = score(probs, references, predictor.labels, predictor.labels.threshold)
+    if predictor.labels.kind != "regression":  # how honest the (calibrated) probabilities are on this file
+        metrics["ece"] = calibration.expected_calibration_error(probs, references, predictor.labels.kind)
+        metrics["coverage"] = calibration.coverage_table(probs, references, predictor.labels.kind)
+    return metrics, len(dataset)
+
+
+def _rows_per_chunk(predictor) -> int:
+    return CHUNK_ROWS if predictor.long_doc.strategy == "head" else LONG_DOC_CHUNK_ROWS
 
 
 class _RecordWriter:
@@ -586,17 +603,21 @@ class _RecordWriter:
 def dev_label_predictions(run_dir: str, dev_file: str):
     """(texts, gold label ids, (N, C) probabilities, label names) of a single-label classify run on its dev file
     (None for another label kind): what `bertkit diagnose` looks for suspect labels in."""
-    classifier = load_predictor(run_dir)
+    return label_predictions(load_predictor(run_dir), predict_probabilities, dev_file)
+
+
+def label_predictions(predictor, predict, dev_file: str):
+    """dev_label_predictions of a loaded `predictor` (see write_predictions for what it has)."""
     # The model's own (uncalibrated) confidence: the errors it is sure of point at the labels, however honest the
     # calibrated probabilities are on average.
-    classifier.temperature = None
-    if classifier.labels.kind != "single":
+    predictor.temperature = None
+    if predictor.labels.kind != "single":
         return None
-    dataset, columns, _ = read_examples(dev_file, classifier.column_overrides, classifier.labels)
+    dataset, columns, _ = read_examples(dev_file, predictor.column_overrides, predictor.labels)
     texts = list(dataset[columns.text])
     pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
-    probs = predict_probabilities(classifier, texts, pairs)
-    return texts, [int(label) for label in dataset["labels"]], probs, list(classifier.labels.names)
+    probs = predict(predictor, texts, pairs)
+    return texts, [int(label) for label in dataset["labels"]], probs, list(predictor.labels.names)
 
 
 # ================================================================================================ serving
@@ -821,15 +842,19 @@ class Report(reporting.Report):
             return share, "always answering the majority class"
         return 2 * share / (1 + share) / len(rows), "macro F1 of always answering the majority class"
 
+    # the model the dev examples come from, and its probabilities (the few-shot task's Report gives its own)
+    load_predictor = staticmethod(load_predictor)
+    predict_probabilities = staticmethod(predict_probabilities)
+
     def examples(self, view) -> dict:
         why = reporting.cannot_run_on_dev(view)
         if why:
             return {"why": why}
-        classifier = load_predictor(str(view.path))
+        classifier = self.load_predictor(str(view.path))
         dataset, columns, _ = read_examples(view.dev_file, classifier.column_overrides, classifier.labels)
         texts = list(dataset[columns.text])
         pairs = list(dataset[columns.text_pair]) if columns.text_pair else None
-        probs = predict_probabilities(classifier, texts, pairs)
+        probs = self.predict_probabilities(classifier, texts, pairs)
         kind, gold = classifier.labels.kind, dataset["labels"]
         out = {"kind": kind, "texts": texts, "names": list(classifier.labels.names or [])}
         if kind == "single":
@@ -947,4 +972,5 @@ __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_pr
            "final_evaluation", "describe_prediction", "uses_attention", "DocumentCollator", "document_logits",
            "DevPredictions", "window_rows", "document_rows", "decide", "read_model_settings", "model_class",
            "FinalEvaluation", "slice_metrics", "document_lengths", "label_counts", "check_min_confidence",
-           "class_weights", "dev_label_predictions", "Endpoint", "Report", "Audit"]
+           "class_weights", "dev_label_predictions", "Endpoint", "Report", "Audit", "write_predictions",
+           "file_metrics", "label_predictions"]

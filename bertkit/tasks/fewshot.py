@@ -27,7 +27,7 @@ from bertkit.errors import BertkitError
 from bertkit.labels import LabelSpace
 from bertkit.metrics import best_threshold, classification_report_text, confusion_matrix_table
 from bertkit.rundir import check_output_path, write_json
-from bertkit.tasks import check_min_confidence, classify, read_settings, reporting, serving
+from bertkit.tasks import classify, read_settings, reporting, serving
 from bertkit.tasks.classify import (DEFAULT_THRESHOLD, SELECTION_METRIC, checked_temperatures, describe_prediction,
                                     probabilities, read_examples, score)
 from bertkit.tasks.long_documents import LongDocConfig
@@ -35,7 +35,6 @@ from bertkit.tasks.long_documents import LongDocConfig
 SETFIT_FILE = "config_setfit.json"  # what tells a SetFit folder from another sentence-transformers one
 HEAD_FILE = "model_head.pkl"
 MODEL_FILES = (SETFIT_FILE, HEAD_FILE)  # what a push uploads and an export copies besides the body's files
-CHUNK_ROWS = 4096  # rows read and predicted at a time by predict / evaluate
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -178,10 +177,6 @@ class FewShot:
         return int(self.model.max_seq_length)
 
 
-def is_few_shot_model(model_dir: str) -> bool:
-    return (Path(model_dir) / SETFIT_FILE).is_file()
-
-
 class ExportedSetFit:
     """A few-shot export (`bertkit export`): the body's ONNX graph, pooling and normalisation inside
     (onnx_model.OnnxEmbedder), and the scikit-learn head beside it, behind the part of SetFitModel's interface that
@@ -240,61 +235,31 @@ def predict_probabilities(predictor: FewShot, texts: list[str], pairs=None, batc
     return probabilities(log_odds(raw, predictor.labels.kind), predictor.labels.kind, predictor.temperature)
 
 
-def _chunks(dataset, columns):
-    for start in range(0, len(dataset), CHUNK_ROWS):
-        yield list(dataset[start:start + CHUNK_ROWS][columns.text])
-
-
 def predict_file(model_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  min_confidence: float | None = None) -> int:
     """One record per input row (label, score, every probability), as classify writes them."""
     output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir])
-    predictor = load_predictor(model_dir)
-    check_min_confidence(min_confidence, predictor.labels.kind)
-    cut = min_confidence if min_confidence is not None else predictor.abstain_below
-    dataset, columns, _ = read_examples(input_path, predictor.column_overrides, predictor.labels, require_label=False)
-    writer = classify._RecordWriter(output_path, predictor.labels, abstains=cut is not None)
-    with writer, ExamplesProgress("predicting", len(dataset)) as progress:
-        for texts in _chunks(dataset, columns):
-            for text, row in zip(texts, predict_probabilities(predictor, texts, None, batch_size, progress)):
-                writer.write({"text": text, **describe_prediction(row, predictor.labels, predictor.labels.threshold,
-                                                                  cut)})
-    return len(dataset)
+    return classify.write_predictions(load_predictor(model_dir), predict_probabilities, input_path, output_path,
+                                      batch_size, min_confidence)
 
 
 def evaluate_file(model_dir: str, input_path: str, output_path: str | None = None, batch_size: int = 64) -> dict:
     """Metrics of the model on a labelled file (classify's), with the calibration error and coverage."""
     if output_path:
         output_path = check_output_path(output_path, inputs=[input_path], model_dirs=[model_dir], what="metrics")
-    predictor = load_predictor(model_dir)
-    dataset, columns, _ = read_examples(input_path, predictor.column_overrides, predictor.labels, require_label=True)
-    with ExamplesProgress("evaluating", len(dataset)) as progress:
-        probs = np.concatenate([predict_probabilities(predictor, texts, None, batch_size, progress)
-                                for texts in _chunks(dataset, columns)])
-    references = np.asarray(dataset["labels"])
-    metrics = score(probs, references, predictor.labels, predictor.labels.threshold)
-    metrics["ece"] = calibration.expected_calibration_error(probs, references, predictor.labels.kind)
-    metrics["coverage"] = calibration.coverage_table(probs, references, predictor.labels.kind)
+    metrics, rows = classify.file_metrics(load_predictor(model_dir), predict_probabilities, input_path, batch_size)
     if output_path:
-        write_json(Path(output_path), {"file": str(input_path), "examples": len(dataset), **metrics})
+        write_json(Path(output_path), {"file": str(input_path), "examples": rows, **metrics})
     return metrics
-
-
-PARITY_TEXTS = ["a", "A warm, funny and moving film.", "The plot goes nowhere and the jokes fall flat; " * 10]
 
 
 def dev_label_predictions(run_dir: str, dev_file: str):
     """(texts, gold label ids, (N, C) probabilities, label names) of a single-label run on its dev file (None for
-    multi-label): what `bertkit diagnose` looks for suspect labels in, with the head's own (uncalibrated)
-    confidence, as for classify."""
-    predictor = load_predictor(run_dir)
-    if predictor.labels.kind != "single":
-        return None
-    predictor.temperature = None
-    dataset, columns, _ = read_examples(dev_file, predictor.column_overrides, predictor.labels)
-    texts = list(dataset[columns.text])
-    return texts, [int(label) for label in dataset["labels"]], predict_probabilities(predictor, texts), \
-        list(predictor.labels.names)
+    multi-label): what `bertkit diagnose` looks for suspect labels in, as for classify."""
+    return classify.label_predictions(load_predictor(run_dir), predict_probabilities, dev_file)
+
+
+PARITY_TEXTS = ["a", "A warm, funny and moving film.", "The plot goes nowhere and the jokes fall flat; " * 10]
 
 
 def onnx_graph(run_dir: str):
@@ -358,24 +323,8 @@ class Report(classify.Report):
     """classify's part of report.html (per-class bars, confusion matrix, confidently wrong dev texts, the data),
     with the few-shot model's dev predictions."""
 
-    def examples(self, view) -> dict:
-        why = reporting.cannot_run_on_dev(view)
-        if why:
-            return {"why": why}
-        predictor = load_predictor(str(view.path))
-        dataset, columns, _ = read_examples(view.dev_file, predictor.column_overrides, predictor.labels)
-        texts = list(dataset[columns.text])
-        probs = predict_probabilities(predictor, texts)
-        names, kind = list(predictor.labels.names), predictor.labels.kind
-        out = {"kind": kind, "texts": texts, "names": names, "keys": texts}
-        if kind == "single":
-            out.update(gold=[int(g) for g in dataset["labels"]], probs=probs,
-                       predicted=[names[int(i)] for i in probs.argmax(axis=1)])
-        else:
-            out["threshold_curve"] = self.threshold_curve(np.asarray(dataset["labels"]).astype(int), probs)
-            out["predicted"] = [tuple(n for n, p in zip(names, row) if p >= predictor.labels.threshold)
-                                for row in probs]
-        return {**out, **self.data(predictor, reporting.train_file(view), dataset, columns)}
+    load_predictor = staticmethod(load_predictor)
+    predict_probabilities = staticmethod(predict_probabilities)
 
 
 class Card(reporting.Card):
@@ -407,6 +356,6 @@ class Card(reporting.Card):
 
 __all__ = ["read_examples", "encode", "compute_metrics_fn", "Settings", "load_predictor", "predict_file",
            "evaluate_file", "DEFAULT_THRESHOLD", "SETFIT_FILE", "HEAD_FILE", "MODEL_FILES", "SELECTION_METRIC",
-           "check_few_shot_labels", "DevEvaluation", "dev_evaluation", "log_odds", "FewShot", "is_few_shot_model",
+           "check_few_shot_labels", "DevEvaluation", "dev_evaluation", "log_odds", "FewShot",
            "predict_probabilities", "ExportedSetFit", "dev_label_predictions", "onnx_graph", "Endpoint", "Report",
            "Card"]
