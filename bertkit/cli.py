@@ -592,6 +592,37 @@ def serve_command(
     serve(run_dir, host, port, precision, limits, engine=engine, access_log=access_log)  # its console is quiet
 
 
+APP_PASSWORD_VARIABLE = "BERTKIT_APP_PASSWORD"
+
+
+@app.command("app")
+@user_errors
+def app_command(
+    port: int = typer.Option(7860, "--port", help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; any but this machine's own "
+                             "(127.0.0.1, localhost, ::1) needs --auth."),
+    auth: Optional[str] = typer.Option(None, "--auth", help=f"A user name: every page asks for it and a password "
+                                       f"(from ${APP_PASSWORD_VARIABLE}, else asked here; never on the command line)."),
+    runs_dir: str = typer.Option("runs", "--runs-dir", help="The folder of runs the page shows, starts runs in and "
+                                 "takes uploads into (created if missing)."),
+    lang: str = typer.Option("en", "--lang", help="The page's language: en or zh (a switch on the page too)."),
+):
+    """A web page over bertkit (pip install "bertkit\\[app]"): start a run from a form and watch its curves, compare
+    runs, try a finished model, push it to the Hub. Runs are processes of their own: closing the page or stopping the
+    app leaves them running, and a restarted app finds them."""
+    from .webapp_checks import app_password, check_app_options
+
+    check_app_options(port, host, auth, runs_dir, lang)
+    password = app_password(auth, APP_PASSWORD_VARIABLE) if auth else None
+    import uvicorn
+
+    from .webapp import create_app
+
+    typer.echo(f"bertkit app on http://{host if ':' not in host else f'[{host}]'}:{port}/ (runs in {runs_dir}"
+               f"{f'; user {auth}' if auth else ''}) — Ctrl-C stops the page, never the runs it started", err=True)
+    uvicorn.run(create_app(runs_dir, lang, auth, password), host=host, port=port, log_level="warning")
+
+
 @app.command("mine")
 @user_errors
 def mine_command(

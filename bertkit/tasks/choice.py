@@ -248,6 +248,10 @@ class Endpoint(serving.Endpoint):
     """{context, question, options} in; the chosen option, its score and every option's probability out."""
 
     name = "choice"
+    form, many = ("context", "question", "options"), ("options",)
+
+    def body_of(self, values: dict) -> dict:
+        return {"inputs": [{key: values[key] for key in self.form}]}
 
     def __init__(self, run_dir: str):
         self.predictor = chooser = load_predictor(run_dir)

@@ -639,6 +639,13 @@ class Endpoint(serving.Endpoint):
                      "long_doc": classifier.long_doc.strategy, "temperature": classifier.temperature,
                      "abstain_below": classifier.abstain_below}
 
+    @property
+    def form(self) -> tuple[str, ...]:
+        return ("text", "text_pair") if self.takes_pairs else ("text",)
+
+    def body_of(self, values: dict) -> dict:
+        return {"inputs": [[values["text"], values["text_pair"]] if self.takes_pairs else values["text"]]}
+
     @staticmethod
     def one(value, where: str) -> tuple[str, str | None]:
         if isinstance(value, str):

@@ -492,6 +492,22 @@ class Endpoint(serving.Endpoint):
     module, as SentenceTransformer.encode does)."""
 
     name, shape = "embed", '{"inputs": ...}'
+    form, many = ("query", "texts"), ("texts",)
+
+    def try_it(self, values: dict) -> list:
+        """The passages ranked for the query by cosine similarity (the query with the model's "query" prompt, if it
+        saved one, the passages with its "document" prompt): the dense ranking of `bertkit predict --corpus`."""
+        if not values["texts"]:
+            raise serving.InputError("texts: give at least one passage to rank")
+
+        def vectors(texts: list[str], prompt: str) -> list[list[float]]:
+            named = {"prompt_name": prompt} if prompt in self.prompts else {}
+            return self.predict(self.parse(self.request_model()(inputs=texts, **named)))
+
+        query, passages = vectors([values["query"]], "query")[0], vectors(values["texts"], "document")
+        scores = [sum(q * p for q, p in zip(query, passage)) for passage in passages]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        return [{"index": i, "score": round(scores[i], 6), "text": values["texts"][i]} for i in order]
 
     @staticmethod
     def request_model():

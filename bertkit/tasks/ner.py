@@ -365,6 +365,7 @@ class Endpoint(serving.Endpoint):
     """Texts in (split into words as the run split them); entity spans with character offsets out."""
 
     name = "ner"
+    spans_in = "text"  # the entities' character offsets
 
     def __init__(self, run_dir: str):
         self.predictor = tagger = load_predictor(run_dir)

@@ -664,6 +664,10 @@ class Endpoint(serving.Endpoint):
     """{question, context} in; the answer span with its offsets and score out (and the null score under v2)."""
 
     name = "qa"
+    form, spans_in = ("question", "context"), "context"
+
+    def body_of(self, values: dict) -> dict:
+        return {"inputs": [{"question": values["question"], "context": values["context"]}]}
 
     def __init__(self, run_dir: str):
         self.predictor = qa = load_predictor(run_dir)

@@ -425,6 +425,10 @@ class Endpoint(serving.Endpoint):
     (sigmoid of the logit; raw_scores=true: the logit)."""
 
     name, shape = "rerank", '{"query": ..., "texts": [...]}'
+    form, many = ("query", "texts"), ("texts",)
+
+    def body_of(self, values: dict) -> dict:
+        return {"query": values["query"], "texts": values["texts"], "return_text": True}
 
     @staticmethod
     def request_model():

@@ -85,5 +85,23 @@ class Endpoint:
     def answer(body, records: list) -> list:
         return records
 
+    # ---- what `bertkit app`'s Try page asks for and shows
+
+    form: tuple[str, ...] = ("text",)
+    """The fields the Try page asks for, in order."""
+    many: tuple[str, ...] = ()
+    """Those of `form` that take one text per line (the Try page gives them as a list)."""
+    spans_in: str | None = None
+    """The field of `form` that an answer's character offsets (start, end) point into: the Try page marks them."""
+
+    def body_of(self, values: dict) -> dict:
+        """A request body on this route from the Try page's fields."""
+        return {"inputs": [values["text"]]}
+
+    def try_it(self, values: dict) -> list:
+        """What the route answers for the Try page's fields, through the same parse and checks as a request."""
+        body = self.request_model()(**self.body_of(values))
+        return self.answer(body, self.predict(self.parse(self.inputs_of(body))))
+
 
 __all__ = ["InputError", "text", "filled", "items", "token_counter", "Endpoint"]
