@@ -92,7 +92,10 @@ REPORT_FILE = "report.html"  # the run as one page (bertkit/report.py); `bertkit
 EDITABLE = {"README.md", REPORT_FILE}
 # The log is not part of what the run made: lines go on after the record (the summary, a push), and resume=true
 # appends to it. It never changes how the directory loads, so leaving it out checks nothing less.
-NOT_RECORDED = {RECORD_FILE, LOCK_FILE, LOG_FILE}
+# `bertkit app` (bertkit/webapp_runs.py) keeps beside a run it started what the run's process printed and the command
+# it ran (Resume runs it again): written by the page, before, during and after the run, about the run, not by it.
+CONSOLE_FILE, APP_COMMAND_FILE = "console.log", "bertkit_app.json"
+NOT_RECORDED = {RECORD_FILE, LOCK_FILE, LOG_FILE, CONSOLE_FILE, APP_COMMAND_FILE}
 # Files that change what a directory loads as: one of these that the record does not list makes the directory mixed.
 LOADING_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "config.json", "tokenizer.json",
                     "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "special_tokens_map.json",
@@ -1311,7 +1314,7 @@ __all__ = [
     "RECORD_FILE", "FINGERPRINT_FILE", "LOCK_FILE", "RUN_CONFIG_FILE", "LOG_FILE", "LOG_HISTORY_FILE", "METRICS_FILE",
     "REPORT_FILE",
     "CURVE_FILE", "CONFUSION_FIGURE", "ENTITY_FIGURE",
-    "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
+    "RECORD_FORMAT", "EDITABLE", "NOT_RECORDED", "CONSOLE_FILE", "APP_COMMAND_FILE", "LOADING_PATTERNS", "CONTINUATION_KEYS", "RUN_OUTPUTS",
     "USER_NAMED", "RUN_FOLDERS", "EVALUATIONS_DIR", "file_digest", "write_json_atomic", "write_json", "read_run_config",
     "save_run_config",
     # the lock

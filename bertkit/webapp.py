@@ -17,6 +17,7 @@ The data paths a user types are read by the bertkit commands as the CLI reads th
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import math
@@ -25,12 +26,14 @@ import secrets
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import yaml
 from fastapi import Depends, FastAPI, HTTPException, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
+from starlette.concurrency import run_in_threadpool
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from . import rundir, runs, shipped, webapp_runs
@@ -42,7 +45,7 @@ APP_DIR = ".app"  # inside the runs directory: uploads, comparison pages, predic
 COMMON_KEYS = ("model", "data.train", "data.eval", "train.num_train_epochs", "train.learning_rate",
                "train.per_device_train_batch_size", "data.max_length", "seed")
 DEFAULT_MODEL = shipped.DEFAULT_MODEL
-STARTING_SECONDS = 2.0  # how long Start waits for a refusal before showing the run's page
+STARTING_SECONDS = 180  # how long Start waits for the run to refuse its input or begin training
 COMMAND_TIMEOUT = 600  # seconds for a command the page waits on (validate, inspect, report, predict, push)
 NAME = re.compile(r"^[\w][\w.-]*(/[\w][\w.-]*)?$")  # a run name: a folder, or group/folder
 
@@ -248,7 +251,13 @@ def resolved_config(output: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def inspect_arguments(config: dict) -> list[str] | None:
+def inspect_arguments(recipe: str, config: dict) -> list[str] | None:
+    """`bertkit inspect` of the run's training (and dev) file with its model's tokenizer, for a recipe whose data
+    inspect reads (tasks.INSPECTED)."""
+    from .tasks import INSPECTED
+
+    if recipe not in INSPECTED:
+        return None
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
     train = data.get("train")
     if not isinstance(train, str) or not train:
@@ -327,22 +336,19 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
             args = run_arguments(values, state, keys)
         except Refused as error:
             return train_view(request, values, refusal=str(error))
-        code, checked = state.command(["validate", *args[1:]])
+        code, checked = await run_in_threadpool(state.command, ["validate", *args[1:]])
         shown = {"command": webapp_runs.shown(args), "validate": checked, "refused": code != 0}
         if code != 0 or values.get("action") != "start":
-            inspect = inspect_arguments(resolved_config(checked)) if code == 0 else None
+            inspect = inspect_arguments(values["recipe"], resolved_config(checked)) if code == 0 else None
             if inspect:
-                inspect_code, shown["preview"] = state.command(inspect)
+                inspect_code, shown["preview"] = await run_in_threadpool(state.command, inspect)
                 shown["refused"] = inspect_code != 0
             return train_view(request, values, **shown)
         path = state.run_path(values["name"])
-        child = webapp_runs.launch(args, path)
-        state.children[path] = child
-        try:
-            child.wait(STARTING_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
-        if child.returncode not in (None, 0):  # refused at once (a run in the way, a missing file): on this page
+        launched = time.time()
+        child = state.children[path] = webapp_runs.launch(args, path)
+        await until_training(child, path, launched)
+        if child.returncode not in (None, 0):  # refused before training (a bad data file, a run in the way)
             return train_view(request, values, **{**shown, "refused": True,
                                                    "validate": webapp_runs.console_tail(path, 8)})
         return RedirectResponse(f"/watch/{values['name']}", status_code=303)
@@ -459,12 +465,12 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     async def try_it(request: Request, name: str):
         form = await request.form()
         path = state.run_path(name)
-        endpoint = state.endpoint(path)
+        endpoint = await run_in_threadpool(state.endpoint, path)
         values = {key: str(form.get(key) or "") for key in endpoint.form}
         fields = {key: [line for line in value.splitlines() if line.strip()] if key in endpoint.many else value
                   for key, value in values.items()}
         try:
-            answer = endpoint.try_it(fields)
+            answer = await run_in_threadpool(endpoint.try_it, fields)
         except Exception as error:  # noqa: BLE001 - the served endpoint's 422 (an empty text, no [MASK]) on the page
             return try_view(request, name, values, problem=" ".join(str(error).split()))
         marked = marked_text(endpoint, values, answer)
@@ -476,8 +482,8 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         source = await save_upload(state, upload)
         output = state.app_file("predictions", f"{path.name}-{Path(source.name).stem}.jsonl")
         args = ["predict", str(path), str(source), "-o", str(output)]
-        code, printed = state.command(args)
-        endpoint = state.endpoint(path)
+        code, printed = await run_in_threadpool(state.command, args)
+        endpoint = await run_in_threadpool(state.endpoint, path)
         shown = {"file_command": webapp_runs.shown(args), "file_output": printed}
         if code == 0:
             shown["download"] = f"/file/{output.relative_to(state.root)}"
@@ -497,9 +503,21 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         repo = str(form.get("repo") or "").strip()
         args = ["push", str(path), repo] + (["--private"] if form.get("private") else [])
         token = str(form.get("token") or "").strip()
-        code, printed = state.command(args, env={"HF_TOKEN": token} if token else None)  # never on the command line
+        code, printed = await run_in_threadpool(state.command, args,  # the token never on the command line
+                                                {"HF_TOKEN": token} if token else None)
         return state.page(request, "push.html", name=name, card=model_card_text(path, repo), repo=repo,
                           pushed=printed, refused=code != 0, command=webapp_runs.shown(args))
+
+
+async def until_training(child: subprocess.Popen, path: Path, since: float) -> None:
+    """Wait until the run begins training (it writes its fingerprint then, after reading and checking its data and
+    building the model) or exits (a refusal): a bad file is refused on the Train page, in the run's own words."""
+    fingerprint = path / rundir.FINGERPRINT_FILE
+    deadline = time.monotonic() + STARTING_SECONDS
+    while child.poll() is None and time.monotonic() < deadline:
+        if fingerprint.is_file() and fingerprint.stat().st_mtime >= since - 1:
+            return
+        await asyncio.sleep(0.25)
 
 
 def live_values(state: AppState, path: Path, t) -> dict:

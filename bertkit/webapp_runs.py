@@ -24,8 +24,8 @@ from pathlib import Path
 from . import rundir
 from .errors import BertkitError
 
-COMMAND_FILE = "bertkit_app.json"  # the command the app ran in this directory: what Resume runs again
-CONSOLE_FILE = "console.log"  # what the run's process printed (train.log has it too once the run has begun)
+COMMAND_FILE = rundir.APP_COMMAND_FILE  # the command the app ran in this directory: what Resume runs again
+CONSOLE_FILE = rundir.CONSOLE_FILE  # what the run's process printed (train.log has it too once the run has begun)
 LOGGED = "logged "  # the prefix of the Trainer's logged dicts in train.log (training_display.TrainingDisplay.on_log)
 
 

@@ -135,6 +135,8 @@ CHEAP = [
     (["export", "encoder"], 2, "classify, ner, qa, choice, mlm, fewshot, embed or rerank"),
     (["serve", "encoder", "--port", "{port}"], 2, "classify, ner, qa, choice, mlm, fewshot, embed or rerank"),
     (["serve", "model", "--engine", "nope"], 2, "--engine nope"),
+    (["app", "--host", "0.0.0.0"], 2, "add --auth USER"),
+    (["app", "--lang", "fr"], 2, "--lang fr"),
 ]
 
 

@@ -38,10 +38,11 @@ LAYERS = {
     "bertkit.distributed": 4,  # fsdp / deepspeed: checked before training, verified in the run
     "bertkit.recipe_configs": 4,  # each recipe's Config, apart from the recipe so that the CLI checks it cheaply
     "bertkit.training_display": 4,  # the live line of a training run (a Trainer callback)
-    # 5 the CLI
+    # 5 the CLI, and the web page over it (bertkit app)
     "bertkit.cli": 5, "bertkit.__main__": 5,
+    "bertkit.webapp": 5, "bertkit.webapp_runs": 5, "bertkit.webapp_text": 5, "bertkit.webapp_checks": 5,
 }
-LAYER_NAMES = {1: "model", 2: "shared pieces", 3: "tasks", 4: "Trainer wiring and tools", 5: "CLI"}
+LAYER_NAMES = {1: "model", 2: "shared pieces", 3: "tasks", 4: "Trainer wiring and tools", 5: "CLI and page"}
 
 
 def module_name(path: Path) -> str:

@@ -55,6 +55,9 @@ TASKS = (
 LIBRARY_TASKS = ("fewshot", "embed", "rerank")
 # Tasks whose training rows `bertkit audit` checks for wrong labels (their module's Audit, on tasks/label_issues.py)
 AUDITED = ("classify", "ner")
+# Tasks whose training file is a table of texts with labels, what `bertkit inspect` reads and reports on (label counts,
+# lengths, truncation); NER's CoNLL, QA's SQuAD JSON and MLM's corpora have readers of their own
+INSPECTED = ("classify", "fewshot")
 # Tasks whose predict ranks a corpus (--corpus, --top-k: their module's predict_top_k) and whose predict / evaluate
 # take --retriever (the first stage: bertkit/tasks/first_stage.py; a reranker refuses it, re-ranking its run's own)
 CORPUS_RANKERS = ("embed", "rerank")
