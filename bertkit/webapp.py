@@ -351,6 +351,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         if child.returncode not in (None, 0):  # refused before training (a bad data file, a run in the way)
             return train_view(request, values, **{**shown, "refused": True,
                                                    "validate": webapp_runs.console_tail(path, 8)})
+        webapp_runs.remember(args, path)
         return RedirectResponse(f"/watch/{values['name']}", status_code=303)
 
     # ---- Runs

@@ -42,13 +42,10 @@ def shown(args: list[str]) -> str:
 
 def launch(args: list[str], run_dir: Path, env: dict | None = None) -> subprocess.Popen:
     """Start `bertkit ARGS` detached: its own session, stdin closed, stdout and stderr appended to
-    RUN_DIR/console.log. The command is kept in RUN_DIR/bertkit_app.json for Resume."""
+    RUN_DIR/console.log (appended: a refused second launch must not wipe the lines of the run it was refused for)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    with open(run_dir / CONSOLE_FILE, "a", encoding="utf-8") as console:  # appended: a refused second launch
-        console.write(f"===== {stamp} {shown(args)}\n")                # must not wipe the first one's lines
-    command = {"args": args, "started": stamp}
-    rundir.write_json_atomic(run_dir / COMMAND_FILE, command)
+    with open(run_dir / CONSOLE_FILE, "a", encoding="utf-8") as console:
+        console.write(f"===== {_now()} {shown(args)}\n")
     console = open(run_dir / CONSOLE_FILE, "ab")  # noqa: SIM115 - the child owns it; closed here after the fork
     try:
         return subprocess.Popen([*bertkit_command(), *args], stdin=subprocess.DEVNULL, stdout=console,
@@ -56,6 +53,16 @@ def launch(args: list[str], run_dir: Path, env: dict | None = None) -> subproces
                                 env={**os.environ, "COLUMNS": "120", "BERTKIT_APP_CHILD": "1", **(env or {})})
     finally:
         console.close()
+
+
+def remember(args: list[str], run_dir: Path) -> None:
+    """Keep the command of a run that began in RUN_DIR/bertkit_app.json, for Resume (kept only once it began: a launch
+    the CLI refused must not replace the command of the run already there)."""
+    rundir.write_json_atomic(run_dir / COMMAND_FILE, {"args": args, "started": _now()})
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def saved_command(run_dir: Path) -> list[str] | None:
@@ -121,5 +128,5 @@ def console_tail(run_dir: Path, lines: int = 60) -> str:
     return ""
 
 
-__all__ = ["COMMAND_FILE", "CONSOLE_FILE", "bertkit_command", "shown", "launch", "saved_command", "resume_args", "stop",
-           "history", "console_tail"]
+__all__ = ["COMMAND_FILE", "CONSOLE_FILE", "bertkit_command", "shown", "launch", "remember", "saved_command",
+           "resume_args", "stop", "history", "console_tail"]

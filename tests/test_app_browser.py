@@ -32,8 +32,8 @@ TOKEN = "hf_test_write_token"
 PASSWORD = "a long enough password"
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (apt-get install chromium)")
 # a tiny run that logs every other step and keeps checkpoints to resume from: long enough to stop half-way
-WATCHED = ("train:\n  max_steps: 150\n  logging_steps: 2\n  save_strategy: steps\n  save_steps: 30\n  eval_strategy: steps\n"
-           "  eval_steps: 30\n")
+WATCHED = ("train:\n  max_steps: 150\n  logging_steps: 2\n  save_strategy: steps\n  save_steps: 30\n"
+           "  eval_strategy: steps\n  eval_steps: 30\n")
 SHORT = "train:\n  max_steps: 10\n  logging_steps: 1\n"
 ENDLESS = "train:\n  max_steps: 100000\n  logging_steps: 5\n  save_strategy: 'no'\n"
 
@@ -202,6 +202,17 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         answer = page.inner_text("#answer")
         assert '"label"' in answer and '"probabilities"' in answer
         shots(page, "try")
+        page.set_input_files("#upload", str(SAMPLES / "dev.csv"))  # a whole file: bertkit predict, downloaded
+        click_and_wait(page, "#predict-file")
+        assert "wrote 120 predictions" in page.inner_text("#file-output")
+        with page.expect_download() as download:
+            page.click("#download")
+        assert len(Path(download.value.path()).read_text(encoding="utf-8").splitlines()) == 120
+
+        # a second launch into a finished run's folder is refused as the CLI refuses it
+        fill_train_form(page, url, "first", tiny_model_dir, train, SHORT)
+        click_and_wait(page, "#start")
+        assert page.url.endswith("/train") and "already holds a finished run" in page.inner_text("#validate")
 
         # Runs: both, and their comparison
         page.goto(f"{url}/runs")
