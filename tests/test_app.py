@@ -66,6 +66,18 @@ def test_the_common_fields_carry_the_recipes_own_help():
     assert webapp.recipe_fields("no-such-recipe") == []
 
 
+def test_every_page_renders_for_every_recipe_in_both_languages(client):
+    from bertkit.shipped import recipe_names
+
+    for lang in LANGUAGES:
+        assert client.get(f"/runs?lang={lang}").status_code == 200
+        for recipe in ["", *recipe_names()]:
+            page = client.get(f"/train?recipe={recipe}&lang={lang}")
+            assert page.status_code == 200 and 'id="recipe"' in page.text, (recipe, lang)
+            if recipe:
+                assert 'id="check"' in page.text and 'name="name"' in page.text, recipe
+
+
 def test_the_train_page_refuses_a_bad_config_as_the_cli_does(client, tmp_path):
     page = client.post("/train", data={"recipe": "classify", "name": "bad", "train.learning_rate": "fast",
                                         "action": "check"})

@@ -131,3 +131,38 @@ def test_a_copied_config_and_recipe_run_from_their_new_place(installed):
     result = _run([installed["bertkit"], "validate", "../mine/classify.py", "-c", "../mine/en_sentiment.yaml"],
                   cwd=other, env=installed["env"])
     assert "ok: " in result.stdout
+
+
+def test_the_app_extra_serves_its_pages_installed(installed):
+    """`bertkit[app]` on top of the wheel: the page's templates come from the installed package, and the installed
+    command serves the Train page with the shipped recipes' keys from another folder."""
+    import socket
+    import time
+    import urllib.request
+
+    assert any(name.startswith("bertkit/resources/app/") and name.endswith("train.html")
+               for name in zipfile.ZipFile(installed["wheel"]).namelist())
+    _run([installed["python"], "-m", "pip", "install", "-q", "--no-compile", f"bertkit[app] @ "
+          f"{installed['wheel'].as_uri()}"], cwd=installed["work"], env=installed["env"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = subprocess.Popen([installed["bertkit"], "app", "--port", str(port), "--runs-dir", "app-runs"],
+                           cwd=installed["work"], env=installed["env"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the port answers; then one request, given its time (a fresh venv compiles on import)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert app.poll() is None and time.monotonic() < deadline, app.stderr.read() if app.poll() else "slow"
+                time.sleep(0.3)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/train?recipe=classify", timeout=120).read()
+        text = page.decode("utf-8")
+        assert "Start a run" in text and 'name="train.learning_rate"' in text and "classify/en_sentiment" in text
+        assert (installed["work"] / "app-runs").is_dir()
+    finally:
+        app.kill()
+        app.wait(30)
