@@ -136,7 +136,7 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         click_and_wait(page, "#check")
         command = page.inner_text("#command")
         assert command.startswith("bertkit run classify ") and "train.max_steps=150" in command
-        assert "ok: classify config is valid" in page.inner_text("#validate")
+        assert "ok: classify config is valid" in page.text_content("#validate")
         assert "400 rows" in page.inner_text("#preview") and "label kind" in page.inner_text("#preview")
         shots(page, "train")
 
@@ -148,7 +148,7 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         assert "refused" in page.get_attribute("#preview", "class")
         shots(page, "train-refused")
         click_and_wait(page, "#start")  # the run itself refuses it before training, and the page says so
-        assert page.url.endswith("/train") and "bad.csv line 3 has 1 fields" in page.inner_text("#validate")
+        assert page.url.endswith("/train") and "bad.csv line 3 has 1 fields" in page.text_content("#validate")
         assert not rundir.is_bertkit_run(tmp_path / "runs" / "first")
 
         # Start: the run's page, its curve growing
@@ -212,7 +212,7 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         # a second launch into a finished run's folder is refused as the CLI refuses it
         fill_train_form(page, url, "first", tiny_model_dir, train, SHORT)
         click_and_wait(page, "#start")
-        assert page.url.endswith("/train") and "already holds a finished run" in page.inner_text("#validate")
+        assert page.url.endswith("/train") and "already holds a finished run" in page.text_content("#validate")
 
         # Runs: both, and their comparison
         page.goto(f"{url}/runs")
@@ -273,10 +273,12 @@ def test_the_page_never_holds_a_run_back(tmp_path, tiny_model_dir):
             while last_step(run_dir) < 20:
                 assert time.monotonic() < deadline, "the run did not start"
                 time.sleep(0.5)
-            watched = steps_per_second(run_dir, 8)  # the page polls its fragment every 2 s meanwhile
-        alone = steps_per_second(run_dir, 8)  # the browser is gone
+            watched = steps_per_second(run_dir, 10)  # the page polls its fragment every 2 s meanwhile
+        alone = steps_per_second(run_dir, 10)  # the browser is gone
         print(f"steps/s with the page open {watched:.1f}, after the browser closed {alone:.1f}")
-        assert watched > 0 and alone >= 0.5 * watched
+        # within the noise of a shared 2-core machine; what this guards against is a run that stalls (a child writing
+        # into a pipe nobody reads any more stops dead: 0 steps/s)
+        assert watched > 0 and alone >= 0.4 * watched, (watched, alone)
         app_process.send_signal(signal.SIGINT)
         app_process.wait(30)
     assert steps_per_second(run_dir, 4) > 0  # the app is gone; the run goes on
