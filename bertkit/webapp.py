@@ -37,6 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from . import rundir, runs, shipped, webapp_runs
+from .errors import BertkitError
 from .report_html import highlight, line_chart
 from .webapp_text import LANGUAGES, translator
 
@@ -53,7 +54,18 @@ templates = Environment(loader=PackageLoader("bertkit", "resources/app"), autoes
 
 
 class Refused(Exception):
-    """Something the page cannot do, said on the page (a path outside the runs directory, a run that is running)."""
+    """Something the page cannot do, said on the page in its language: `key` names the words in webapp_text.TEXT,
+    `values` fill them (str() is the English, for logs and tests)."""
+
+    def __init__(self, key: str, status: int = 400, **values):
+        super().__init__(key)
+        self.key, self.status, self.values = key, status, values
+
+    def said(self, lang: str) -> str:
+        return translator(lang)(self.key).format(**self.values)
+
+    def __str__(self) -> str:
+        return self.said("en")
 
 
 def create_app(runs_dir: str | Path = "runs", lang: str = "en", user: str | None = None,
@@ -69,7 +81,8 @@ def create_app(runs_dir: str | Path = "runs", lang: str = "en", user: str | None
 
     @app.exception_handler(Refused)
     async def refused(request: Request, error: Refused):
-        return state.page(request, "message.html", status_code=400, heading="error.heading", message=str(error))
+        return state.page(request, "message.html", status_code=error.status, heading="error.heading",
+                          message=error.said(state.language(request)))
 
     return app
 
@@ -101,13 +114,13 @@ class AppState:
     def run_path(self, name: str) -> Path:
         """The folder of run `name`, refused when the name leaves the runs directory."""
         if not NAME.match(name or "") or ".." in name.split("/"):
-            raise Refused(f"run name {name!r}: use letters, digits, '.', '-' and '_' (one optional group/ prefix)")
+            raise Refused("refuse.name", name=repr(name))
         return self.inside(self.root / name)
 
     def inside(self, path: Path) -> Path:
         resolved = path.resolve()
         if resolved == self.root or not resolved.is_relative_to(self.root):
-            raise Refused(f"{path} is outside the runs directory {self.root}")
+            raise Refused("refuse.outside", path=path, root=self.root)
         return resolved
 
     def app_file(self, folder: str, name: str) -> Path:
@@ -177,7 +190,7 @@ def run_arguments(form: dict, state: AppState, recipe_keys: set[str]) -> list[st
     passed (the config's or the recipe's value stands), the YAML box becomes key=value overrides."""
     recipe = form.get("recipe", "")
     if recipe not in shipped.recipe_names():
-        raise Refused(f"recipe {recipe!r}: choose one of {', '.join(shipped.recipe_names())}")
+        raise Refused("refuse.recipe", recipe=repr(recipe), recipes=", ".join(shipped.recipe_names()))
     args = ["run", recipe]
     if form.get("config"):
         args += ["-c", form["config"]]
@@ -199,9 +212,9 @@ def yaml_overrides(text: str) -> list[str]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise Refused(f"the YAML box does not parse: {' '.join(str(error).split())}") from None
+        raise Refused("refuse.yaml", error=" ".join(str(error).split())) from None
     if not isinstance(data, dict):
-        raise Refused("the YAML box must hold key: value lines (a mapping)")
+        raise Refused("refuse.yaml_mapping")
     return [f"{key}={_flow(value)}" for key, value in _flatten(data)]
 
 
@@ -368,7 +381,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     def compare(request: Request):
         picked = list(dict.fromkeys(request.query_params.getlist("pick")))
         if len(picked) != 2:
-            raise Refused(translator(state.language(request))("runs.compare.two"))
+            raise Refused("runs.compare.two")
         paths = [state.run_path(name) for name in picked]
         key = hashlib.sha1("\n".join(map(str, paths)).encode()).hexdigest()[:10]
         output = state.root / APP_DIR / "compare" / f"compare-{key}.html"
@@ -384,7 +397,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     def file(name: str):
         path = state.inside(state.root / name)
         if not path.is_file():
-            raise HTTPException(404, f"no file {name}")
+            raise Refused("refuse.no_file", status=404, name=name)
         return FileResponse(path)
 
     # ---- Watch
@@ -393,7 +406,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     def watch(request: Request, name: str):
         path = state.run_path(name)
         if not path.is_dir():
-            raise HTTPException(404, f"no run {name}")
+            raise Refused("refuse.no_run", status=404, name=name)
         args = webapp_runs.saved_command(path)
         return state.page(request, "watch.html", name=name, run=str(path),
                           command=webapp_runs.shown(args) if args else "", resumable=args is not None,
@@ -411,8 +424,8 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         path = state.run_path(name)
         try:
             webapp_runs.stop(path)
-        except Exception as error:  # noqa: BLE001 - "not running" and the like, said on the page
-            raise Refused(str(error)) from None
+        except BertkitError:
+            raise Refused("refuse.not_running", name=name) from None
         child = state.children.get(path)
         if child is not None:
             try:
@@ -426,9 +439,9 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         path = state.run_path(name)
         args = webapp_runs.saved_command(path)
         if args is None:
-            raise Refused(f"{name} was started from a shell: continue it there with resume=true output_dir={path}")
+            raise Refused("refuse.shell_run", name=name, path=path)
         if state.status(path) in ("running", "starting"):
-            raise Refused(f"{name} is running")
+            raise Refused("refuse.running", name=name)
         state.children[path] = webapp_runs.launch(webapp_runs.resume_args(args), path)
         return RedirectResponse(f"/watch/{name}", status_code=303)
 
@@ -441,9 +454,9 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     def delete(request: Request, name: str):
         path = state.run_path(name)
         if state.status(path) in ("running", "starting"):
-            raise Refused(translator(state.language(request))("delete.running"))
+            raise Refused("delete.running")
         if not rundir.is_bertkit_run(path) and not (path / webapp_runs.COMMAND_FILE).is_file():
-            raise Refused(f"{path} is not a bertkit run: the page deletes only runs")
+            raise Refused("refuse.not_a_run", path=path)
         state.endpoints.pop(path, None)
         shutil.rmtree(path)
         return RedirectResponse("/runs", status_code=303)
@@ -457,7 +470,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     def try_view(request: Request, name: str, values: dict, **shown) -> HTMLResponse:
         path = state.run_path(name)
         if state.status(path) != "finished":
-            raise Refused(translator(state.language(request))("try.unfinished"))
+            raise Refused("try.unfinished")
         endpoint = state.endpoint(path)
         return state.page(request, "try.html", name=name, form=endpoint.form, many=endpoint.many, values=values,
                           **shown)

@@ -112,6 +112,21 @@ TEXT: dict[str, tuple[str, str]] = {
     # errors
     "error.heading": ("Refused", "已拒绝"),
     "error.back": ("Back", "返回"),
+    "refuse.name": ("run name {name}: use letters, digits, '.', '-' and '_' (one optional group/ prefix)",
+                    "运行名称 {name}：只能使用字母、数字、'.'、'-' 和 '_'（可带一层 分组/ 前缀）"),
+    "refuse.outside": ("{path} is outside the runs directory {root}", "{path} 不在运行目录 {root} 之内"),
+    "refuse.recipe": ("recipe {recipe}: choose one of {recipes}", "训练方法 {recipe}：请从 {recipes} 中选择"),
+    "refuse.yaml": ("the YAML box does not parse: {error}", "YAML 框无法解析：{error}"),
+    "refuse.yaml_mapping": ("the YAML box must hold key: value lines (a mapping)",
+                            "YAML 框必须是 key: value 形式的若干行（一个映射）"),
+    "refuse.no_file": ("no file {name} in the runs directory", "运行目录中没有文件 {name}"),
+    "refuse.no_run": ("no run {name} in the runs directory", "运行目录中没有运行 {name}"),
+    "refuse.not_running": ("{name} is not running: nothing to stop", "{name} 没有在运行：无需停止"),
+    "refuse.shell_run": ("{name} was started from a shell: continue it there with resume=true output_dir={path}",
+                         "{name} 是从命令行启动的：请在命令行用 resume=true output_dir={path} 继续"),
+    "refuse.running": ("{name} is running", "{name} 正在运行"),
+    "refuse.not_a_run": ("{path} is not a bertkit run: the page deletes only runs",
+                         "{path} 不是 bertkit 运行：本页面只删除运行"),
 }
 
 

@@ -154,6 +154,7 @@ def test_every_word_on_the_page_is_there_in_both_languages():
                  if not key.endswith(".")}  # a prefix ('status.' + status): its keys are listed below
     used |= {f"status.{status}" for status in ("finished", "running", "unfinished", "failed", "corrupt", "mixed",
                                                "starting")}
+    used |= set(re.findall(r'Refused\("([\w.]+)"', Path(webapp.__file__).read_text(encoding="utf-8")))
     used |= {f"key.{key}" for key in webapp.COMMON_KEYS if key.startswith("train.")}
     used |= {f"field.{name}" for name in ("text", "text_pair", "question", "context", "options", "query", "texts")}
     missing = sorted(used - set(TEXT))
@@ -162,6 +163,13 @@ def test_every_word_on_the_page_is_there_in_both_languages():
         assert len(words) == len(LANGUAGES) and all(word.strip() for word in words), key
     chinese = [key for key, (_, zh) in TEXT.items() if not re.search(r"[\u4e00-\u9fff]", zh)]
     assert set(chinese) <= {"title", "lang.other"}, f"entries with no Chinese: {chinese}"
+
+
+def test_a_refusal_of_the_page_is_said_in_the_pages_language(client):
+    english = client.get("/watch/no-such-run")
+    assert english.status_code == 404 and "no run no-such-run in the runs directory" in english.text
+    chinese = client.get("/watch/no-such-run?lang=zh")
+    assert chinese.status_code == 404 and "运行目录中没有运行 no-such-run" in chinese.text
 
 
 def test_the_language_switch_sticks_across_pages(client):
