@@ -276,3 +276,19 @@ def test_the_pages_files_beside_a_run_leave_it_finished(tmp_path):
         console.write("the summary table, printed after the record\n")
     (run / webapp_runs.COMMAND_FILE).write_text(json.dumps({"args": ["run", "classify", "resume=true"]}))
     assert runs.run_status(run) == "finished"
+
+
+def test_a_reranker_ranks_the_passages_as_cross_encoder_predict_does(tmp_path, tiny_model_dir):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from bertkit.tasks.rerank import Endpoint
+
+    torch.manual_seed(0)
+    CrossEncoder(tiny_model_dir, num_labels=1, max_length=64).save_pretrained(str(tmp_path / "ce"))
+    passages = ["The cat sleeps on the mat.", "Stock markets fell sharply today.", "A kitten naps on a rug."]
+    answer = Endpoint(str(tmp_path / "ce")).try_it({"query": "where does the cat sleep", "texts": passages})
+    scores = CrossEncoder(str(tmp_path / "ce")).predict([("where does the cat sleep", p) for p in passages]).tolist()
+    assert [row["index"] for row in answer] == sorted(range(3), key=lambda i: -scores[i])
+    assert [row["text"] for row in answer] == [passages[row["index"]] for row in answer]
+    assert [row["score"] for row in answer] == pytest.approx(sorted(scores, reverse=True), abs=1e-4)
