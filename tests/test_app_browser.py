@@ -44,9 +44,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_every_run(runs: Path) -> None:
+    """The runs a test started are processes of their own, which outlive the test by design: a failed test must not
+    leave one training (the endless one would hold a core for the rest of the suite)."""
+    for lock in runs.glob(f"**/{rundir.LOCK_FILE}"):
+        with contextlib.suppress(Exception):
+            webapp_runs.stop(lock.parent)
+
+
 @contextlib.contextmanager
 def bertkit_app(folder: Path, *args, env: dict | None = None):
-    """`bertkit app` as installed, in `folder`, on a free port; yields (url, process); stopped at the end."""
+    """`bertkit app` as installed, in `folder`, on a free port; yields (url, process); stopped at the end, and with
+    it every run still going under its runs directory (the test's own)."""
     port = free_port()
     process = subprocess.Popen([str(BERTKIT), "app", "--port", str(port), "--runs-dir", "runs", *args], cwd=folder,
                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
@@ -61,6 +70,9 @@ def bertkit_app(folder: Path, *args, env: dict | None = None):
         time.sleep(0.2)
     try:
         yield url, process
+    except BaseException:
+        stop_every_run(folder / "runs")
+        raise
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -281,6 +293,13 @@ def test_the_page_never_holds_a_run_back(tmp_path, tiny_model_dir):
         assert watched > 0 and alone >= 0.4 * watched, (watched, alone)
         app_process.send_signal(signal.SIGINT)
         app_process.wait(30)
+    try:
+        after_the_app(tmp_path, run_dir, env)
+    finally:
+        stop_every_run(tmp_path / "runs")
+
+
+def after_the_app(tmp_path: Path, run_dir: Path, env: dict) -> None:
     assert steps_per_second(run_dir, 4) > 0  # the app is gone; the run goes on
     import httpx
 
