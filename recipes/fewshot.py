@@ -18,6 +18,7 @@ they take a classify run.
 
 from __future__ import annotations
 
+import json
 import logging
 from types import SimpleNamespace
 
@@ -29,6 +30,7 @@ from setfit import SetFitModel, Trainer, TrainingArguments
 from bertkit import checkpoints, rundir, tasks, training
 from bertkit.console import capped, is_main_process, run_log, say
 from bertkit.errors import BertkitError
+from bertkit.search import seed_band, show_band
 from bertkit.tasks import fewshot as task
 from bertkit.tasks.classify import label_counts
 from bertkit.tasks.embed import use_bertkit_backbone
@@ -76,12 +78,12 @@ def build_model(cfg: Config, model_path: str, labels) -> SetFitModel:
     return model
 
 
-def training_arguments(cfg: Config) -> TrainingArguments:
+def training_arguments(cfg: Config, seed: int) -> TrainingArguments:
     """setfit's arguments: the contrastive phase's batch, epochs, pairs and learning rate; nothing saved midway
     (the run saves its model once, when it is finished)."""
     return TrainingArguments(output_dir=str(cfg.run.output_dir), batch_size=cfg.batch_size, num_epochs=cfg.epochs,
                              num_iterations=cfg.num_iterations, body_learning_rate=cfg.learning_rate,
-                             seed=cfg.run.seed, report_to="none", save_strategy="no", eval_strategy="no",
+                             seed=seed, report_to="none", save_strategy="no", eval_strategy="no",
                              show_progress_bar=False, logging_steps=10)
 
 
@@ -92,6 +94,9 @@ class LossLines(transformers.TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "embedding_loss" in logs:
             say(f"step {state.global_step}/{state.max_steps}  loss {float(logs['embedding_loss']):.4f}")
+            # train.log's logged dicts, as every Trainer recipe writes them: what `bertkit app` draws while it runs
+            run_log.write("logged " + json.dumps({"step": state.global_step, "loss": logs["embedding_loss"], **logs},
+                                                 default=str))
 
 
 def quiet(trainer: Trainer) -> None:
@@ -114,38 +119,63 @@ def save_settings(output_dir, labels, settings: task.Settings) -> None:
     rundir.write_json(path, config)
 
 
+def train_once(cfg: Config, model: SetFitModel, train, columns, seed: int) -> Trainer:
+    """One SetFit training of a fresh model: the contrastive pairs, then the head on the tuned vectors."""
+    trainer = Trainer(model=model, args=training_arguments(cfg, seed), train_dataset=task.encode(train, columns))
+    quiet(trainer)
+    with rundir.disk_full_guard(cfg.run.output_dir, "the training"):
+        trainer.train()
+    return trainer
+
+
+def dev_evaluation(cfg: Config, model: SetFitModel, dev, columns, labels) -> task.DevEvaluation | None:
+    if dev is None:
+        return None
+    raw = np.asarray(model.predict_proba(list(dev[columns.text]), as_numpy=True, show_progress_bar=False))
+    return task.dev_evaluation(raw, np.asarray(dev["labels"]), labels, cfg.calibrate)
+
+
 def main(cfg: Config) -> dict:
     run = training.start_run(cfg, "fewshot")  # seed; hold output_dir (an old run is refused unless overwrite=true)
     model_path = checkpoints.resolve_model(cfg.model)
     train, dev, columns, labels = load_data(cfg)
     logging.getLogger("setfit").setLevel(logging.ERROR)  # "no model_head.pkl: a random head": it is a fresh one
-    model = build_model(cfg, model_path, labels)
-    trainer = Trainer(model=model, args=training_arguments(cfg), train_dataset=task.encode(train, columns))
-    quiet(trainer)
+    selection = task.SELECTION_METRIC[labels.kind]
     if is_main_process():
         rundir.begin(cfg.run.output_dir, say)  # the replaced run cleared now
         run_log.open(cfg.run.output_dir)
-    say(f"model: SetFit ({training.implementation_of(model.model_body[0].auto_model)} body, logistic-regression "
-        "head)")
-    with rundir.disk_full_guard(cfg.run.output_dir, "the training"):
-        trainer.train()  # the contrastive pairs, then the head on the tuned vectors
+    if cfg.seeds:
+        say(f"seed band: {len(cfg.seeds)} trainings (seeds {', '.join(map(str, cfg.seeds))}), the best dev "
+            f"{selection} kept")
+    kept, band_runs = None, []
+    for seed in cfg.seeds or [cfg.run.seed]:
+        model = build_model(cfg, model_path, labels)
+        if kept is None:
+            say(f"model: SetFit ({training.implementation_of(model.model_body[0].auto_model)} body, "
+                "logistic-regression head)")
+        trainer = train_once(cfg, model, train, columns, seed)
+        final = dev_evaluation(cfg, model, dev, columns, labels)
+        if cfg.seeds:
+            band_runs.append({"seed": seed, "eval": {k: v for k, v in final.metrics.items()
+                                                     if isinstance(v, (int, float))}})
+        if kept is None or (cfg.seeds and final.metrics[selection] > kept[3].metrics[selection]):
+            kept = (seed, model, trainer, final)
+    seed, model, trainer, final = kept
+    band = {"seeds": seed_band(band_runs, selection, seed)} if cfg.seeds else {}
+    if band:
+        show_band(band["seeds"])
 
     history = trainer.st_trainer.state.log_history
     for entry in history:  # the contrastive loss under the name the curve, the report and diagnose read
         if "embedding_loss" in entry:
             entry.setdefault("loss", entry["embedding_loss"])
-    final = None
-    if dev is not None:
-        raw = np.asarray(model.predict_proba(list(dev[columns.text]), as_numpy=True, show_progress_bar=False))
-        final = task.dev_evaluation(raw, np.asarray(dev["labels"]), labels, cfg.calibrate)
     ended = next((entry for entry in reversed(history) if "train_loss" in entry), {})
     train_result = SimpleNamespace(training_loss=ended.get("train_loss"),
                                    metrics={k: v for k, v in ended.items() if k.startswith("train_")})
-    selection = task.SELECTION_METRIC[labels.kind]
     results = run.results(final.metrics if final else {}, train_result, selection_metric=selection,
                           threshold=final.threshold if final else None, method="setfit",
                           rows={"train": len(train), "dev": len(dev) if dev is not None else 0},
-                          **({"calibration": final.calibration} if final and final.calibration else {}))
+                          **({"calibration": final.calibration} if final and final.calibration else {}), **band)
     with run.saving(trainer.st_trainer):  # the completion record removed first, written last
         model.save_pretrained(str(run.output_dir))  # SetFit's folder: body, model_head.pkl, config_setfit.json
         save_settings(run.output_dir, labels, inference_settings(cfg, labels, final))

@@ -196,3 +196,35 @@ def test_classify_and_inspect_point_at_the_few_shot_recipe_with_few_labels(tmp_p
     done = run_in_process("run", "classify", f"model={tiny_model_dir}", f"data.train={few}", "train.num_train_epochs=1",
                           f"output_dir={tmp_path / 'run'}", cwd=tmp_path)
     assert done.returncode == 0 and "few labels: the rarest label" in done.stdout + done.stderr
+
+
+def test_a_seed_band_keeps_the_best_dev_seed_and_reports_the_band(run, tiny_model_dir, tmp_path):
+    out = tmp_path / "band"
+    done = run_in_process("run", "fewshot", f"model={tiny_model_dir}", f"data.train={run['train']}",
+                          f"data.eval={run['dev']}", f"output_dir={out}", "num_iterations=2", "seeds=[1,2,3]",
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    band = metrics["seeds"]
+    scores = {entry["seed"]: entry["eval"]["macro_f1"] for entry in band["runs"]}
+    assert sorted(scores) == [1, 2, 3] and band["metric"] == "macro_f1"
+    assert band["best_seed"] == max(scores, key=scores.get)
+    assert metrics["eval"]["macro_f1"] == pytest.approx(scores[band["best_seed"]])  # the saved model is that seed's
+    assert band["mean"]["macro_f1"] == pytest.approx(sum(scores.values()) / 3)
+    assert "seed band: 3 trainings" in done.stdout + done.stderr
+    evaluated = run_in_process("evaluate", out, run["dev"], "-o", tmp_path / "dev.json", cwd=tmp_path)
+    assert evaluated.returncode == 0
+    kept = json.loads((tmp_path / "dev.json").read_text())["macro_f1"]
+    assert kept == pytest.approx(scores[band["best_seed"]], abs=1e-6)
+
+
+def test_a_seed_band_without_a_dev_split_is_refused_before_anything_loads(run, tmp_path):
+    done = run_in_process("validate", "fewshot", f"data.train={run['train']}", "seeds=[1,2]", cwd=tmp_path)
+    assert done.returncode == 2 and "set data.eval=dev.csv" in done.stderr and "seeds" in done.stderr
+
+
+def test_the_contrastive_loss_is_logged_where_the_app_draws_curves(run):
+    from bertkit import webapp_runs
+
+    history = webapp_runs.history(Path(run["dir"]))
+    assert history and all(isinstance(entry["loss"], float) for entry in history if "loss" in entry)

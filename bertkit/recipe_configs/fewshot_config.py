@@ -46,6 +46,9 @@ class Config:
     """Pairs per step of the contrastive fine-tuning."""
     learning_rate: Annotated[float, Field(gt=0)] = 2e-5
     """The sentence-embedding body's learning rate (SetFit's body_learning_rate)."""
+    seeds: list[checks.Seed] | None = None
+    """Train once per seed and keep the model with the best dev score, the band (mean ± sd of every dev metric) in
+    metrics.json: with a few labels, the pairs drawn and the head's start move the score by points. Needs data.eval."""
     calibrate: bool = True
     """With a dev split, fit a temperature on it so that probabilities match accuracy (saved; predict applies it)."""
     abstain_below: Annotated[float, Field(gt=0, lt=1)] | None = None
@@ -58,6 +61,10 @@ class Config:
         if self.run.precision in ("fp16", "bf16"):
             raise ConfigValueError("precision", f"config key 'precision' is {self.run.precision}: the few-shot recipe "
                                    "trains in fp32 (setfit) — use precision=auto or fp32")
+        checks.check_seed_band(self.seeds, searching=False)
+        if self.seeds and not self.data.eval:
+            raise ConfigValueError("seeds", "config key 'seeds': a seed band keeps the seed with the best dev score, "
+                                   "and there is no dev split — set data.eval=dev.csv, or leave seeds out")
         checks.check_model(self.model)
         checks.check_data_file(self.data.train, "data.train", hub=False)
         checks.check_data_file(self.data.eval, "data.eval", hub=False)
