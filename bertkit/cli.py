@@ -610,17 +610,23 @@ def app_command(
     """A web page over bertkit (pip install "bertkit\\[app]"): start a run from a form and watch its curves, compare
     runs, try a finished model, push it to the Hub. Runs are processes of their own: closing the page or stopping the
     app leaves them running, and a restarted app finds them."""
+    from .serve import listening_socket
     from .webapp_checks import app_password, check_app_options
 
-    check_app_options(port, host, auth, runs_dir, lang)
+    check_app_options(host, auth, runs_dir, lang)
     password = app_password(auth, APP_PASSWORD_VARIABLE) if auth else None
-    import uvicorn
+    sock = listening_socket(host, port)  # a port in use is one line, before the web stack loads
+    try:
+        import uvicorn
 
-    from .webapp import create_app
+        from .webapp import create_app
 
-    typer.echo(f"bertkit app on http://{host if ':' not in host else f'[{host}]'}:{port}/ (runs in {runs_dir}"
-               f"{f'; user {auth}' if auth else ''}) — Ctrl-C stops the page, never the runs it started", err=True)
-    uvicorn.run(create_app(runs_dir, lang, auth, password), host=host, port=port, log_level="warning")
+        server = uvicorn.Server(uvicorn.Config(create_app(runs_dir, lang, auth, password), log_level="warning"))
+        typer.echo(f"bertkit app on http://{host if ':' not in host else f'[{host}]'}:{port}/ (runs in {runs_dir}"
+                   f"{f'; user {auth}' if auth else ''}) — Ctrl-C stops the page, never the runs it started", err=True)
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @app.command("mine")

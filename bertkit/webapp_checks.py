@@ -1,4 +1,4 @@
-"""What `bertkit app` refuses before it imports the web stack: a language, port or runs folder that cannot work, a
+"""What `bertkit app` refuses before it imports the web stack: a language or runs folder that cannot work, a
 page open to the network without a password, a password that would be typed where `ps` and shell history keep it,
 and the extra that is not installed."""
 
@@ -26,11 +26,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_app_options(port: int, host: str, auth: str | None, runs_dir: str, lang: str) -> None:
+def check_app_options(host: str, auth: str | None, runs_dir: str, lang: str) -> None:
+    """(The port is checked as it is bound: serve.listening_socket.)"""
     if lang not in LANGUAGES:
         raise BertkitError(f"--lang {lang}: use {' or '.join(LANGUAGES)}")
-    if not 1 <= port <= 65535:
-        raise BertkitError(f"--port {port}: use a port from 1 to 65535, e.g. --port 7860")
     if not is_loopback(host) and not auth:
         raise BertkitError(f"--host {host} opens the page to other machines, and it starts processes and reads "
                            f"files: add --auth USER (the password from $BERTKIT_APP_PASSWORD or asked), or leave "

@@ -20,8 +20,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per cor
 
 # Files of minutes-long subprocess runs (a fresh venv, torchrun) go first, so that under `make test`'s workers they
 # overlap the many short files instead of running alone at the end.
-LONG_FILES = ("test_wheel.py", "test_distributed.py", "test_engines.py", "test_families_tasks.py",
-              "test_families.py")
+LONG_FILES = ("test_wheel.py", "test_app_browser.py", "test_distributed.py", "test_engines.py",
+              "test_families_tasks.py", "test_families.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -127,11 +127,22 @@ def app_command(*args, env=None, cwd=None):
                           stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
 
 
+def test_a_port_in_use_is_one_line_before_the_web_stack_loads(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = app_command("--port", str(taken.getsockname()[1]), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: port ") and "is in use" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("args, env, fragment", [
     (["--host", "0.0.0.0"], {}, "--host 0.0.0.0 opens the page to other machines"),
     (["--host", "192.168.1.5", "--port", "7861"], {}, "add --auth USER"),
     (["--lang", "fr"], {}, "--lang fr: use en or zh"),
-    (["--port", "0"], {}, "--port 0"),
+    (["--port", "0"], {}, "--port 0: a port is a number in 1..65535"),
     (["--auth", "ana"], {"BERTKIT_APP_PASSWORD": ""}, "shorter than 8 characters"),
     (["--host", "0.0.0.0", "--auth", "ana"], {}, "set the password in $BERTKIT_APP_PASSWORD"),
 ])
