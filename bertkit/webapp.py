@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import hashlib
+import html
 import math
 import re
 import secrets
@@ -28,6 +29,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 from fastapi import Depends, FastAPI, HTTPException, Request, UploadFile
@@ -77,6 +79,7 @@ def create_app(runs_dir: str | Path = "runs", lang: str = "en", user: str | None
     dependencies = [Depends(password_check(user, password))] if user else []
     app = FastAPI(title="bertkit app", dependencies=dependencies, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.bertkit = state
+    app.middleware("http")(same_origin_only)
     add_routes(app, state)
 
     @app.exception_handler(Refused)
@@ -85,6 +88,16 @@ def create_app(runs_dir: str | Path = "runs", lang: str = "en", user: str | None
                           message=error.said(state.language(request)))
 
     return app
+
+
+async def same_origin_only(request: Request, call_next):
+    """A form posted from another site (a page open in the same browser) is refused: every POST starts, stops,
+    deletes or pushes something, and the browser would send it, credentials and all (cross-site request forgery).
+    Browsers name the page a POST comes from in Origin; a client that sends none (curl, a script) is the user's own."""
+    origin = request.headers.get("origin")
+    if request.method not in ("GET", "HEAD") and origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return HTMLResponse(f"refused: a form from {html.escape(origin)} may not act on this page", status_code=403)
+    return await call_next(request)
 
 
 def password_check(user: str, password: str):
@@ -395,10 +408,14 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
 
     @app.get("/file/{name:path}")
     def file(name: str):
+        """A file of the runs directory: a page bertkit wrote (report.html, a comparison) shown, anything else
+        downloaded; uploads are never served back (an uploaded page would run as this app's own)."""
         path = state.inside(state.root / name)
-        if not path.is_file():
+        uploads = (state.root / APP_DIR / "uploads").resolve()
+        if not path.is_file() or path.is_relative_to(uploads):
             raise Refused("refuse.no_file", status=404, name=name)
-        return FileResponse(path)
+        shown = path.name == rundir.REPORT_FILE or path.parent == (state.root / APP_DIR / "compare").resolve()
+        return FileResponse(path, **({} if shown else {"filename": path.name}))  # a filename: an attachment
 
     # ---- Watch
 

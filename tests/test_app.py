@@ -98,6 +98,30 @@ def test_nothing_outside_the_runs_directory_is_shown(client, tmp_path, url):
     assert page.status_code in (400, 404) and "do not show" not in page.text
 
 
+def test_a_form_posted_from_another_site_is_refused(client, tmp_path):
+    (tmp_path / "runs" / "mine").mkdir(parents=True)
+    (tmp_path / "runs" / "mine" / webapp_runs.COMMAND_FILE).write_text("{}")
+    forged = client.post("/delete/mine", headers={"Origin": "http://evil.example"})
+    assert forged.status_code == 403 and (tmp_path / "runs" / "mine").is_dir()
+    assert client.post("/train", data={"recipe": "classify", "name": "x", "action": "start"},
+                       headers={"Origin": "http://evil.example"}).status_code == 403
+    own = client.post("/delete/mine", headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert own.status_code == 303 and not (tmp_path / "runs" / "mine").exists()
+
+
+def test_uploads_are_never_served_back_and_other_files_download(client, tmp_path):
+    uploads = tmp_path / "runs" / webapp.APP_DIR / "uploads"
+    uploads.mkdir(parents=True)
+    (uploads / "page.html").write_text("<script>alert(1)</script>")
+    assert client.get(f"/file/{webapp.APP_DIR}/uploads/page.html").status_code == 404
+    (tmp_path / "runs" / "r").mkdir()
+    (tmp_path / "runs" / "r" / "train.log").write_text("log")
+    (tmp_path / "runs" / "r" / "report.html").write_text("<p>report</p>")
+    assert "attachment" in client.get("/file/r/train.log").headers["content-disposition"]
+    shown = client.get("/file/r/report.html")
+    assert "content-disposition" not in shown.headers and shown.text == "<p>report</p>"
+
+
 def test_a_delete_outside_the_runs_directory_or_of_a_non_run_is_refused(client, tmp_path):
     (tmp_path / "runs" / "notes").mkdir(parents=True)
     (tmp_path / "runs" / "notes" / "mine.txt").write_text("keep")
