@@ -22,6 +22,7 @@ import datetime
 import hashlib
 import html
 import math
+import os
 import re
 import secrets
 import shutil
@@ -152,9 +153,9 @@ class AppState:
 
     def page(self, request: Request, template: str, status_code: int = 200, **values) -> HTMLResponse:
         lang = self.language(request)
-        html = templates.get_template(template).render(t=translator(lang), lang=lang, other=other_language(lang),
+        body = templates.get_template(template).render(t=translator(lang), lang=lang, other=other_language(lang),
                                                        path=request.url.path, root=str(self.root), **values)
-        response = HTMLResponse(html, status_code=status_code)
+        response = HTMLResponse(body, status_code=status_code)
         if request.query_params.get("lang") in LANGUAGES:
             response.set_cookie("bertkit_lang", lang, samesite="strict")
         return response
@@ -172,7 +173,7 @@ class AppState:
         """(exit code, output) of `bertkit ARGS`, waited for: what the CLI prints, word for word."""
         done = subprocess.run([*webapp_runs.bertkit_command(), *args], capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL,
-                              env={**_environ(), "COLUMNS": "120", **(env or {})})
+                              env={**os.environ, "COLUMNS": "120", **(env or {})})
         return done.returncode, (done.stdout + done.stderr).strip()
 
     def endpoint(self, path: Path):
@@ -183,12 +184,6 @@ class AppState:
 
                 self.endpoints[path] = module_for_model(str(path)).Endpoint(str(path))
             return self.endpoints[path]
-
-
-def _environ() -> dict:
-    import os
-
-    return dict(os.environ)
 
 
 def other_language(lang: str) -> str:
@@ -439,11 +434,11 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
     @app.post("/stop/{name:path}")
     def stop(name: str):
         path = state.run_path(name)
+        child = state.children.get(path)
         try:
-            webapp_runs.stop(path)
+            webapp_runs.stop(path, child)
         except BertkitError:
             raise Refused("refuse.not_running", name=name) from None
-        child = state.children.get(path)
         if child is not None:
             try:
                 child.wait(10)  # reaped here, so that the page shows it stopped (no zombie holds the pid)

@@ -80,10 +80,13 @@ def resume_args(args: list[str]) -> list[str]:
     return [*kept, "resume=true"]
 
 
-def stop(run_dir: Path) -> int:
+def stop(run_dir: Path, starting: subprocess.Popen | None = None) -> int:
     """SIGTERM to the process group of the run that holds `run_dir` (the app's runs lead their own group; a run
-    started from a shell gets the signal itself). Returns the pid; refused when no process holds the run."""
+    started from a shell gets the signal itself), or to `starting`, a process of the app's that has not taken the
+    run's lock yet. Returns the pid; refused when neither is there."""
     pid = rundir.lock_holder(run_dir)
+    if (not pid or pid < 0) and starting is not None and starting.poll() is None:
+        pid = starting.pid
     if not pid or pid < 0:
         raise BertkitError(f"{run_dir} is not running — nothing to stop")
     try:
@@ -92,7 +95,7 @@ def stop(run_dir: Path) -> int:
         else:
             os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        pass  # it ended between the lock check and the signal: stopped all the same
+        pass  # it ended between the check and the signal: stopped all the same
     return pid
 
 

@@ -327,3 +327,20 @@ def test_a_reranker_ranks_the_passages_as_cross_encoder_predict_does(tmp_path, t
     assert [row["index"] for row in answer] == sorted(range(3), key=lambda i: -scores[i])
     assert [row["text"] for row in answer] == [passages[row["index"]] for row in answer]
     assert [row["score"] for row in answer] == pytest.approx(sorted(scores, reverse=True), abs=1e-4)
+
+
+def test_stop_signals_that_runs_process_group_and_nothing_else(tmp_path):
+    from bertkit.errors import BertkitError
+
+    with pytest.raises(BertkitError, match="not running"):
+        webapp_runs.stop(tmp_path)
+    # a run still starting (no lock yet): its process group, children included, and only it
+    starting = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        assert webapp_runs.stop(tmp_path, starting) == starting.pid
+        assert starting.wait(10) == -15
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        starting.kill()
