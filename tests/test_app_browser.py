@@ -201,9 +201,12 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         assert "The answer" in page.content()
         shots(page, "report")
 
-        # a second, short run, to compare with
-        fill_train_form(page, url, "second", tiny_model_dir, train, SHORT)
+        # a second, short run, to compare with: its data uploaded (into the runs directory) instead of a path
+        fill_train_form(page, url, "second", tiny_model_dir, "", SHORT)
+        page.set_input_files("#upload-data-train", train)
         click_and_wait(page, "#start")
+        uploaded = list((tmp_path / "runs" / ".app" / "uploads").glob("*-train.csv"))
+        assert len(uploaded) == 1 and f"data.train={uploaded[0]}" in page.inner_text("#command")
         expect(page.locator("#status")).to_have_text("finished", timeout=180_000)
 
         # Try: a sentence in, the label with its probabilities out
