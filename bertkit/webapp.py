@@ -351,7 +351,7 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
                 values[key] = str(await save_upload(state, upload))
         if values.get("action") == "recipe" or not values.get("name"):
             return train_view(request, values, problem=None if values.get("action") == "recipe" else
-                              "train.name")
+                              "train.need_name")
         keys = {field["key"] for field in recipe_fields(values.get("recipe", ""))}
         try:
             args = run_arguments(values, state, keys)

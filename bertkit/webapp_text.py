@@ -33,6 +33,8 @@ TEXT: dict[str, tuple[str, str]] = {
                                 "主体的峰值学习率（分类头的：head_lr）。"),
     "key.train.per_device_train_batch_size": ("Training examples per step (per device).",
                                               "每步（每个设备）的训练样本数。"),
+    "train.need_name": ("Give the run a name first: the folder under the runs directory that it writes to.",
+                        "请先为运行命名：即它在运行目录下写入的文件夹。"),
     "train.check": ("Check", "检查"),
     "train.start": ("Start", "开始训练"),
     "train.command": ("The command this page runs", "本页面将运行的命令"),

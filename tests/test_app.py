@@ -78,6 +78,11 @@ def test_every_page_renders_for_every_recipe_in_both_languages(client):
                 assert 'id="check"' in page.text and 'name="name"' in page.text, recipe
 
 
+def test_a_run_without_a_name_is_asked_for_one(client):
+    page = client.post("/train", data={"recipe": "classify", "action": "check"})
+    assert page.status_code == 200 and "Give the run a name first" in page.text and 'id="command"' not in page.text
+
+
 def test_the_train_page_refuses_a_bad_config_as_the_cli_does(client, tmp_path):
     page = client.post("/train", data={"recipe": "classify", "name": "bad", "train.learning_rate": "fast",
                                         "action": "check"})
