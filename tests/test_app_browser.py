@@ -214,8 +214,9 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
         click_and_wait(page, "#try")
         page.fill("#field-text", "a warm and funny film")
         click_and_wait(page, "#predict")
-        answer = page.inner_text("#answer")
+        answer = page.text_content("#answer")  # the JSON, under the probabilities drawn as bars
         assert '"label"' in answer and '"probabilities"' in answer
+        assert page.locator("table.probabilities tr").count() == 2
         shots(page, "try")
         page.set_input_files("#upload", str(SAMPLES / "dev.csv"))  # a whole file: bertkit predict, downloaded
         click_and_wait(page, "#predict-file")
