@@ -11,6 +11,9 @@ Each task module defines `class Endpoint(serving.Endpoint)`; bertkit/serve.py lo
     endpoint.chars(example), endpoint.tokens(examples)   for the limits and the batch's token budget
     endpoint.predict(examples)           -> one record per example: what `bertkit predict` writes per row
     endpoint.answer(body, records)       -> the response body (default: the records; /rerank sorts them)
+
+`bertkit app`'s Try page asks the same Endpoint: `form` (its fields), `many` (those given one per line), `spans_in`
+(the field an answer's offsets point into), `body_of(values)` (a request body from them) and `try_it(values)`.
 """
 
 from __future__ import annotations
