@@ -35,7 +35,8 @@ import transformers
 
 from . import rundir, tasks
 from .errors import BertkitError
-from .report_html import SHOWN_EXAMPLES, bar_chart, esc, fmt, histogram, line_chart, missing, section, table
+from .report_html import (SHOWN_EXAMPLES, bar_chart, dev_metric_names, esc, fmt, histogram, line_chart, missing,
+                          section, table)
 from .tasks import reporting
 from .tasks.reporting import read_json as _json
 
@@ -194,9 +195,7 @@ def curves_section(view: RunView) -> str:
     train = [(e["step"], float(e["loss"])) for e in history if isinstance(e.get("loss"), (int, float))]
     parts = [line_chart([("train loss", train), ("dev loss", eval_points(history, "eval_loss"))], "loss", "loss",
                         marks)]
-    names = sorted({k[5:] for e in history for k in e if k.startswith("eval_") and k != "eval_loss"
-                    and isinstance(e[k], (int, float)) and not k.endswith(("_runtime", "_per_second", "epoch"))},
-                   key=lambda name: (name != view.metric, name))
+    names = sorted(dev_metric_names(history), key=lambda name: (name != view.metric, name))
     shown = [n for n in names if not n.startswith(("f1_", "precision_", "recall_", "number_"))] or names
     evaluations = [e for e in history if any(k.startswith("eval_") for k in e)]
     if len(evaluations) < 2:  # one point per metric: a table says it better than a chart each

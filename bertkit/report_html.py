@@ -235,6 +235,13 @@ def per_class_rows(metrics: dict, prefix: str = "") -> list[tuple[str, list[floa
             for name in names]
 
 
+def dev_metric_names(history: list[dict]) -> list[str]:
+    """The dev scores in a Trainer's log history (`eval_accuracy` -> accuracy), sorted: every numeric eval_* key but
+    the loss and the timings."""
+    return sorted({key[5:] for entry in history for key in entry if key.startswith("eval_") and key != "eval_loss"
+                   and isinstance(entry[key], (int, float)) and not key.endswith(("_runtime", "_per_second", "epoch"))})
+
+
 def highlight(text: str, spans: list[tuple[int, int, str, str]]) -> str:
     """`text` with character spans (start, end, css class, label) marked; overlapping spans: the first wins."""
     out, at = [], 0
@@ -249,4 +256,4 @@ def highlight(text: str, spans: list[tuple[int, int, str, str]]) -> str:
 
 
 __all__ = ["SHOWN_EXAMPLES", "PREDICTED_EXAMPLES", "COLORS", "esc", "fmt", "missing", "section", "table", "line_chart",
-           "bar_chart", "heat_map", "histogram", "scatter", "per_class_rows", "highlight"]
+           "bar_chart", "heat_map", "histogram", "scatter", "per_class_rows", "dev_metric_names", "highlight"]

@@ -41,7 +41,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from . import rundir, runs, shipped, webapp_runs
 from .errors import BertkitError
-from .report_html import highlight, line_chart
+from .report_html import dev_metric_names, highlight, line_chart
 from .webapp_text import LANGUAGES, translator
 
 APP_DIR = ".app"  # inside the runs directory: uploads, comparison pages, predictions of uploaded files
@@ -296,9 +296,6 @@ def inspect_arguments(recipe: str, config: dict) -> list[str] | None:
 # ---------------------------------------------------------------------------------------------------- the curves
 
 
-CHARTED_SKIP = ("_runtime", "_per_second", "epoch")
-
-
 def curves(history: list[dict], t) -> list[str]:
     """SVG charts of a run so far: train and dev loss, each dev score, the learning rate (report.html's curves,
     drawn from train.log while the run writes it)."""
@@ -310,11 +307,10 @@ def curves(history: list[dict], t) -> list[str]:
     loss = [(t("watch.loss"), points("loss")), (f"{t('watch.dev')} {t('watch.loss')}", points("eval_loss"))]
     if any(pts for _, pts in loss):
         charts.append(line_chart(loss, t("watch.loss"), t("watch.loss")))
-    scores = sorted({k for e in history for k in e if k.startswith("eval_") and k != "eval_loss"
-                     and isinstance(e[k], (int, float)) and not k.endswith(CHARTED_SKIP)})[:6]
+    scores = dev_metric_names(history)[:6]
     if scores:
-        charts.append(line_chart([(f"{t('watch.dev')} {k[5:]}", points(k)) for k in scores], t("watch.dev"),
-                                 t("watch.dev"), height=220))
+        series = [(f"{t('watch.dev')} {name}", points(f"eval_{name}")) for name in scores]
+        charts.append(line_chart(series, t("watch.dev"), t("watch.dev"), height=220))
     if points("learning_rate"):
         charts.append(line_chart([(t("watch.lr"), points("learning_rate"))], t("watch.lr"), t("watch.lr"), height=180))
     return charts
@@ -339,7 +335,8 @@ def add_routes(app: FastAPI, state: AppState) -> None:  # noqa: C901 - one route
         return state.page(request, "train.html", recipes=shipped.recipe_names(), form=form,
                           configs=shipped.config_names(recipe) if recipe in shipped.recipe_names() else [],
                           fields=recipe_fields(recipe), default_model=DEFAULT_MODEL,
-                          finished=[str(r.path) for r in _runs(state) if r.status == "finished"], **shown)
+                          finished=[str(path) for path in runs.find_runs(state.root)
+                                    if runs.run_status(path) == "finished"], **shown)
 
     @app.post("/train", response_class=HTMLResponse)
     async def train_action(request: Request):
