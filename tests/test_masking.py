@@ -471,3 +471,20 @@ def test_nsp_word_ids_feed_the_whole_word_collator(zh):
 def test_nsp_needs_two_documents(zh):
     with pytest.raises(BertkitError, match="two non-empty documents"):
         make_nsp_examples([["一句", "两句"], ["  "]], zh, 32)
+
+
+def test_the_word_piece_marker_is_read_once_per_batch_not_per_row(en, monkeypatch):
+    """piece_marker parses the whole tokenizer.json (about 17 ms for MiniLM's): read per row it made English
+    whole-word masking 70x slower than the tokenizing itself (2,000 rows: 40 s, 0.6 s read once)."""
+    from bertkit.tasks.mlm import corpus, whole_word_masking
+
+    calls = []
+    counted = lambda tokenizer: calls.append(1) or whole_word_masking.WORDPIECE  # noqa: E731
+    monkeypatch.setattr(whole_word_masking, "piece_marker", counted)
+    monkeypatch.setattr(corpus, "piece_marker", counted)
+    texts = [f"unbelievable sentence number {i} about tokenization" for i in range(50)]
+    out = add_word_ids(texts, en, "wordpiece", truncation=True, max_length=32)
+    assert len(out["word_ids"]) == 50 and len(calls) == 1
+    calls.clear()
+    make_nsp_examples([texts[:25], texts[25:]], en, max_length=64, whole_word="wordpiece", seed=0)
+    assert len(calls) == 1

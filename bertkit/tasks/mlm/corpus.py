@@ -860,11 +860,12 @@ def _encode_sentences(docs: list[list[str]], tokenizer, whole_word: str) -> list
     flat = [s for doc in docs for s in doc]
     enc = tokenizer(flat, add_special_tokens=False, return_offsets_mapping=whole_word == "chinese")
     sentences = []
+    marker = piece_marker(tokenizer) if whole_word == "wordpiece" else None  # once: it parses tokenizer.json
     for i, ids in enumerate(enc["input_ids"]):
         word_ids = None
         if whole_word != "none":
             tokens = tokenizer.convert_ids_to_tokens(ids)
-            word_ids = (wordpiece_word_ids(tokens, marker=piece_marker(tokenizer)) if whole_word == "wordpiece"
+            word_ids = (wordpiece_word_ids(tokens, marker=marker) if whole_word == "wordpiece"
                         else chinese_word_ids(flat[i], enc["offset_mapping"][i], tokens))
         sentences.append(Sentence(list(ids), word_ids))
     it = iter(sentences)
