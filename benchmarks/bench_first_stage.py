@@ -2,7 +2,8 @@
 each alone, and a reranker trained with the defaults against a plain CrossEncoderTrainer script, on real data.
 
     python benchmarks/bench_first_stage.py --xquad XQUAD_FILE --cmrc CMRC_FILE [--seeds 42 43 44]
-        [--work /tmp/bench_first_stage] [--steps prepare base embed rerank report] [--result OUT.json]
+        [--work /tmp/bench_first_stage] [--steps prepare base embed embed_cmrc rerank rerank_lambda report]
+        [--result OUT.json]
 
 XQUAD_FILE / CMRC_FILE and the split are benchmarks/bench_retrieval.py's (XQuAD articles 0-29 train, 30-35 dev;
 CMRC trial: the first 205 articles train, the rest dev); every dev question ranks the whole corpus.
@@ -10,13 +11,15 @@ CMRC trial: the first 205 articles train, the rest dev); every dev question rank
   tuned on the dev questions (bertkit.tasks.first_stage.choose), on dev; then the same weight on the training
   questions, which the base model never trained on and the weight never saw (held out).
 - embed: `bertkit run embed -c embed/en_qa` per seed on the training split (dev and corpus given): the three first
-  stages base -> fine-tuned as the run measured them (metrics.json first_stage) and the retriever it chose.
+  stages base -> fine-tuned as the run measured them (metrics.json first_stage) and the retriever it chose;
+  embed_cmrc: the same with `-c embed/zh_qa` on CMRC.
 - rerank: the training questions with 3 BM25 negatives each (`bertkit mine --bm25`), then per seed `bertkit run
   rerank` with the recipe's defaults and the plain reference: sentence-transformers' CrossEncoder +
   BinaryCrossEntropyLoss + CrossEncoderTrainer with the same model, rows, max_length, batch size, learning rate,
   epochs and seed (`--plain-ce` mode of this file). Both re-rank BM25's top-20 of every dev question; NDCG@10 /
   MRR@10 / Recall@10 by bertkit.tasks.retrieval_files.ir_metrics for BM25, the plain script, bertkit's reranker
-  alone and bertkit's fused order (what predict and evaluate use).
+  alone and bertkit's fused order (what predict and evaluate use); rerank_lambda: bertkit's run with loss=lambda
+  (listwise, each query's group) instead of bce.
 Results accumulate in WORK/results.json (a step already done is not rerun).
 """
 
@@ -80,12 +83,12 @@ def step_base(folder: Path) -> dict:
     return out
 
 
-def step_embed(args, folder: Path) -> dict:
+def step_embed(args, folder: Path, config: str = "embed/en_qa", name: str = "embed") -> dict:
     runs = {}
     for seed in args.seeds:
-        run_dir = args.work / "runs" / f"embed-{seed}"
+        run_dir = args.work / "runs" / f"{name}-{seed}"
         if not (run_dir / "metrics.json").exists():
-            bertkit("run", "embed", "-c", "embed/en_qa", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true",
+            bertkit("run", "embed", "-c", config, f"output_dir={run_dir}", f"seed={seed}", "overwrite=true",
                     f"data.train={folder / 'train.jsonl'}", f"data.eval={folder / 'dev.jsonl'}",
                     f"data.corpus={folder / 'corpus.jsonl'}", "data.max_length=256")
         stages = json.loads((run_dir / "metrics.json").read_text())["first_stage"]
@@ -153,20 +156,21 @@ def reranked(model_dir: Path, folder: Path) -> dict:
     return {"bm25": rounded(ir_metrics(ranked, relevant)), "reranked": rounded(ir_metrics(order, relevant))}
 
 
-def step_rerank(args, folder: Path) -> dict:
+def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", plain: bool = True) -> dict:
+    """Per seed: `bertkit run rerank` with the recipe's defaults (and loss=LOSS) and, with plain, the reference."""
     mined = mined_file(args, folder)
     runs = {}
     for seed in args.seeds:
-        run_dir, plain_dir = args.work / "runs" / f"rerank-{seed}", args.work / "runs" / f"plain_ce-{seed}"
+        run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"plain_ce-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "rerank", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true", "precision=fp32",
-                    f"data.train={mined}", f"data.eval={folder / 'dev.jsonl'}",
+                    f"loss={loss}", f"data.train={mined}", f"data.eval={folder / 'dev.jsonl'}",
                     f"data.corpus={folder / 'corpus.jsonl'}", f"data.max_length={RERANK['max_length']}")
-        if not (plain_dir / "config.json").exists():
+        if plain and not (plain_dir / "config.json").exists():
             subprocess.run([sys.executable, __file__, "--plain-ce", "--train-file", str(mined), "--output-dir",
                             str(plain_dir), "--seed", str(seed)], env=ENV, check=True, capture_output=True)
         saved = json.loads((run_dir / "metrics.json").read_text())["eval"]
-        runs[str(seed)] = {"plain_ce": reranked(plain_dir, folder)["reranked"],
+        runs[str(seed)] = {**({"plain_ce": reranked(plain_dir, folder)["reranked"]} if plain else {}),
                            "bertkit_alone": reranked(run_dir, folder)["reranked"],
                            "bertkit_fused": {name: saved[name] for name in REPORTED},
                            "bm25": {name: saved[f"first_stage_{name}"] for name in REPORTED},
@@ -194,28 +198,48 @@ def step_report(state: dict, seeds: list[int]) -> dict:
                                   "tuning and from the model)",
                        "columns": ["first stage", *[f"dev {m}" for m in REPORTED],
                                    *[f"held-out {m}" for m in REPORTED]], "rows": rows})
-    embed = [state["embed"][str(s)] for s in seeds if str(s) in state.get("embed", {})]
-    if embed:
-        rows = [[f"{what}, base -> fine-tuned",
-                 f"{statistics.mean(r['base'][key]['ndcg@10'] for r in embed):.3f} -> "
-                 f"{cell([r['fine_tuned'][key]['ndcg@10'] for r in embed])}"]
-                for key, what in (("bm25", "BM25"), ("dense", "the model"), ("hybrid", "hybrid"))]
+    for key, label, config in (("embed", "XQuAD-en", "embed/en_qa"), ("embed_cmrc", "CMRC 2018 trial", "embed/zh_qa")):
+        embed = [state[key][str(s)] for s in seeds if str(s) in state.get(key, {})]
+        if not embed:
+            continue
+        rows = [[f"{what}, base -> fine-tuned", *[f"{statistics.mean(r['base'][name][m] for r in embed):.3f} -> "
+                                                  f"{cell([r['fine_tuned'][name][m] for r in embed])}"
+                                                  for m in REPORTED]]
+                for name, what in (("bm25", "BM25"), ("dense", "the model"), ("hybrid", "hybrid"))]
         rows.append(["retriever chosen", ", ".join(f"{r['retriever']['kind']} ({r['retriever']['weight']:g})"
-                                                     for r in embed)])
-        tables.append({"caption": "XQuAD-en dev, `bertkit run embed -c embed/en_qa` (NDCG@10 as the run measured "
-                                  "it, seeds " + ", ".join(map(str, seeds)) + ")",
-                       "columns": ["first stage", "NDCG@10"], "rows": rows})
+                                                     for r in embed), "", ""])
+        tables.append({"caption": f"{label} dev, `bertkit run embed -c {config}` (as the run measured it, seeds "
+                                  + ", ".join(s for s in map(str, seeds) if s in state[key]) + ")",
+                       "columns": ["first stage", *REPORTED], "rows": rows})
     rerank = [state["rerank"][str(s)] for s in seeds if str(s) in state.get("rerank", {})]
     if rerank:
+        settings = f"lr {RERANK['learning_rate']:g}, {RERANK['epochs']} epochs"
         rows = [[what, *[cell([r[key][m] for r in rerank]) for m in REPORTED]]
                 for key, what in (("bm25", "BM25 (the first stage)"),
-                                  ("plain_ce", "plain CrossEncoderTrainer script, re-ranking BM25's top-20"),
-                                  ("bertkit_alone", "`bertkit run rerank` (defaults), the reranker alone"),
-                                  ("bertkit_fused", "`bertkit run rerank` (defaults), fused order (predict / "
-                                                    "evaluate)"))]
+                                  ("plain_ce", f"plain CrossEncoderTrainer script ({settings}), re-ranking BM25's "
+                                               "top-20"),
+                                  ("bertkit_alone", f"`bertkit run rerank` (defaults: {settings}, the new head at "
+                                                    "head_lr 1e-3), the reranker alone"),
+                                  ("bertkit_fused", "the same runs, fused order (predict / evaluate)"))]
         rows.append(["fusion weight chosen on dev", ", ".join(f"{r['fusion_weight']:g}" for r in rerank), "", ""])
+        listwise = [state["rerank_lambda"][str(s)] for s in seeds if str(s) in state.get("rerank_lambda", {})]
+        if listwise:
+            rows += [[what, *[cell([r[key][m] for r in listwise]) for m in REPORTED]]
+                     for key, what in (("bertkit_alone", "`bertkit run rerank loss=lambda` (listwise), the reranker "
+                                                         "alone"),
+                                       ("bertkit_fused", "the same, fused order"))]
+        old = state.get("rerank_old_defaults", {}).get("42")
+        if old:  # one seed at the settings these defaults replaced
+            rows += [[what, *[cell([old[key][m]]) for m in REPORTED]]
+                     for key, what in (("plain_ce", "plain CrossEncoderTrainer script at lr 2e-05, 1 epoch"),
+                                       ("bertkit_alone", "`bertkit run rerank` at the old defaults (lr 2e-05, 1 "
+                                                         "epoch), the reranker alone"),
+                                       ("bertkit_fused", "the same run, fused order (weight "
+                                                         f"{old['fusion_weight']:g})"))]
         tables.append({"caption": "XQuAD-en dev, rerankers from all-MiniLM-L6-v2 (a bi-encoder: a new one-score "
-                                  "head), 3 BM25 negatives per training question, BM25's top-20 re-ranked",
+                                  f"head), {RERANK['negatives']} BM25 negatives per training question, BM25's "
+                                  f"top-{RERANK['top_k']} re-ranked, seeds "
+                                  + ", ".join(s for s in map(str, seeds) if s in state["rerank"]),
                        "columns": ["ranking", *REPORTED], "rows": rows})
     return {"id": "first-stage", "order": 13,
             "title": "Retrieval, round two: hybrid first stage and rerankers that never make it worse",
@@ -232,7 +256,8 @@ def main():
     parser.add_argument("--cmrc", type=Path)
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_first_stage"))
-    parser.add_argument("--steps", nargs="+", default=["prepare", "base", "embed", "rerank", "report"])
+    parser.add_argument("--steps", nargs="+",
+                        default=["prepare", "base", "embed", "embed_cmrc", "rerank", "rerank_lambda", "report"])
     parser.add_argument("--result", type=Path, help="report: write the tables here (benchmarks/results format)")
     parser.add_argument("--plain-ce", action="store_true", help="subprocess mode: the plain reference script")
     parser.add_argument("--train-file")
@@ -262,8 +287,15 @@ def main():
     if "embed" in args.steps:
         state["embed"] = {**state.get("embed", {}), **step_embed(args, xquad)}
         save()
+    if "embed_cmrc" in args.steps:
+        state["embed_cmrc"] = {**state.get("embed_cmrc", {}), **step_embed(args, cmrc, "embed/zh_qa", "embed_cmrc")}
+        save()
     if "rerank" in args.steps:
         state["rerank"] = {**state.get("rerank", {}), **step_rerank(args, xquad)}
+        save()
+    if "rerank_lambda" in args.steps:
+        state["rerank_lambda"] = {**state.get("rerank_lambda", {}),
+                                  **step_rerank(args, xquad, "lambda", "rerank_lambda", plain=False)}
         save()
     if "report" in args.steps:
         report = step_report(state, args.seeds)

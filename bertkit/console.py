@@ -280,6 +280,35 @@ def quiet_load_report() -> Iterator[None]:
         report_logger.removeFilter(dropper)
 
 
+class _ToRunLog(logging.Filter):
+    """Records holding `fragment` go to train.log only."""
+
+    def __init__(self, fragment: str):
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.fragment not in str(record.msg):
+            return True
+        run_log.write(_ESCAPES.sub("", record.getMessage()))
+        return False
+
+
+@contextlib.contextmanager
+def library_line_to_run_log(logger: str, fragment: str) -> Iterator[None]:
+    """A library's line that bertkit says better itself (or that a user cannot act on) into train.log instead of the
+    console; verbose mode leaves it on the console."""
+    if mode() == "verbose":
+        yield
+        return
+    dropper = _ToRunLog(fragment)
+    logging.getLogger(logger).addFilter(dropper)
+    try:
+        yield
+    finally:
+        logging.getLogger(logger).removeFilter(dropper)
+
+
 def describe_loading(info: dict, path: str) -> None:
     mismatched = {key for key, *_ in info.get("mismatched_keys", ())}
     new = sorted(set(info.get("missing_keys", ())) - mismatched)

@@ -26,7 +26,7 @@ from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTraine
 from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
 from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, ListNetLoss
 
-from bertkit import BertkitForSequenceClassification, checkpoints, families, tasks, training
+from bertkit import BertkitForSequenceClassification, checkpoints, console, families, tasks, training
 from bertkit.console import say, warn
 from bertkit.errors import BertkitError
 from bertkit.llrd import optimizer_with_llrd
@@ -83,9 +83,11 @@ def build_model(cfg: Config, model_path: str) -> CrossEncoder:
     training.check_positions(cfg.data.max_length, config)
     # a classifier of another width (a classify run) keeps its body and gets a new one-score head, said as the
     # model loads (checkpoints.load_pretrained), instead of a size-mismatch error
-    model = CrossEncoder(model_path, num_labels=1, max_length=cfg.data.max_length, device="cpu",
-                         model_kwargs={"ignore_mismatched_sizes": True},
-                         config_kwargs={key: value for key, value in ONE_SCORE.items() if key != "num_labels"})
+    # sentence-transformers' "Converting SentenceTransformer model ... to CrossEncoder": the run names the new head
+    with console.library_line_to_run_log("sentence_transformers.base.model", "Converting "):
+        model = CrossEncoder(model_path, num_labels=1, max_length=cfg.data.max_length, device="cpu",
+                             model_kwargs={"ignore_mismatched_sizes": True},
+                             config_kwargs={key: value for key, value in ONE_SCORE.items() if key != "num_labels"})
     if families.family_of(config).implementation == "bertkit":
         model[0].model = checkpoints.load_pretrained(BertkitForSequenceClassification, model_path, config=config,
                                                      ignore_mismatched_sizes=True)

@@ -303,3 +303,20 @@ def test_a_new_head_gets_its_own_learning_rate_and_a_trained_one_keeps_the_bodys
     chosen = bertkit("run", "rerank", f"model={tiny_model_dir}", "output_dir=chosen", "head_lr=5.0e-4", *common,
                      cwd=tmp_path)
     assert chosen.returncode == 0 and "one-score head" not in chosen.stderr
+
+
+def test_a_sentence_transformers_start_is_named_by_bertkit_not_by_the_library(tmp_path, tiny_model_dir):
+    """A bi-encoder folder as the start: sentence-transformers' "Converting SentenceTransformer model ... to
+    CrossEncoder" goes to train.log, and the console keeps bertkit's own line about the new head."""
+    from sentence_transformers import SentenceTransformer
+
+    bi_encoder = tmp_path / "bi-encoder"
+    SentenceTransformer(tiny_model_dir, device="cpu").save(str(bi_encoder))
+    write_jsonl(tmp_path / "train.jsonl", question_rows(TOPICS))
+    result = bertkit("run", "rerank", f"model={bi_encoder}", "data.train=train.jsonl", "output_dir=run",
+                     "data.max_length=32", "precision=fp32", "negatives_per_query=1", "train.max_steps=1",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    console = result.stdout + result.stderr
+    assert "Converting" not in console and "has no trained one-score head" in " ".join(console.split())
+    assert "to CrossEncoder" in (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
