@@ -269,8 +269,13 @@ def engine_arguments(train: dict, cuda: bool | None = None) -> dict:
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if not train.get("deepspeed") or cuda or not launched():
         return {}
+    import deepspeed.ops
     from accelerate import PartialState
 
+    # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce op as it starts (about 2 minutes on 2 cores, on
+    # every new machine or environment, and only with a C++ compiler) that only its tensor-parallel inference calls
+    # (inference_all_reduce); ZeRO training all-reduces through torch.distributed either way
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
     try:
         PartialState(backend="gloo")

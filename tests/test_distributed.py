@@ -38,14 +38,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch(processes: int, args: list[str]) -> subprocess.CompletedProcess:
+def launch(processes: int, args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     """`bertkit ARGS` in one process, or under torchrun on a free port (a fixed port fails while another torchrun
-    run, or a killed one's socket, holds it)."""
+    run, or a killed one's socket, holds it); `env` adds to the environment."""
     command = [sys.executable, "-m", "bertkit", *args]
     if processes > 1:
         command[1:2] = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
                         str(free_port()), "-m"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=600)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**ENV, **(env or {})}, timeout=600)
 
 
 def common(model_dir, out, *extra):
