@@ -83,9 +83,11 @@ def step_base(folder: Path) -> dict:
     return out
 
 
-def step_embed(args, folder: Path, config: str = "embed/en_qa", name: str = "embed") -> dict:
-    runs = {}
+def step_embed(args, folder: Path, config: str = "embed/en_qa", name: str = "embed", done: dict | None = None) -> dict:
+    runs = dict(done or {})
     for seed in args.seeds:
+        if str(seed) in runs:
+            continue
         run_dir = args.work / "runs" / f"{name}-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "embed", "-c", config, f"output_dir={run_dir}", f"seed={seed}", "overwrite=true",
@@ -156,11 +158,14 @@ def reranked(model_dir: Path, folder: Path) -> dict:
     return {"bm25": rounded(ir_metrics(ranked, relevant)), "reranked": rounded(ir_metrics(order, relevant))}
 
 
-def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", plain: bool = True) -> dict:
+def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", plain: bool = True,
+                done: dict | None = None) -> dict:
     """Per seed: `bertkit run rerank` with the recipe's defaults (and loss=LOSS) and, with plain, the reference."""
     mined = mined_file(args, folder)
-    runs = {}
+    runs = dict(done or {})
     for seed in args.seeds:
+        if str(seed) in runs:
+            continue
         run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"plain_ce-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "rerank", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true", "precision=fp32",
@@ -285,17 +290,17 @@ def main():
         save()
         print(json.dumps(state["base"]), flush=True)
     if "embed" in args.steps:
-        state["embed"] = {**state.get("embed", {}), **step_embed(args, xquad)}
+        state["embed"] = step_embed(args, xquad, done=state.get("embed"))
         save()
     if "embed_cmrc" in args.steps:
-        state["embed_cmrc"] = {**state.get("embed_cmrc", {}), **step_embed(args, cmrc, "embed/zh_qa", "embed_cmrc")}
+        state["embed_cmrc"] = step_embed(args, cmrc, "embed/zh_qa", "embed_cmrc", done=state.get("embed_cmrc"))
         save()
     if "rerank" in args.steps:
-        state["rerank"] = {**state.get("rerank", {}), **step_rerank(args, xquad)}
+        state["rerank"] = step_rerank(args, xquad, done=state.get("rerank"))
         save()
     if "rerank_lambda" in args.steps:
-        state["rerank_lambda"] = {**state.get("rerank_lambda", {}),
-                                  **step_rerank(args, xquad, "lambda", "rerank_lambda", plain=False)}
+        state["rerank_lambda"] = step_rerank(args, xquad, "lambda", "rerank_lambda", plain=False,
+                                             done=state.get("rerank_lambda"))
         save()
     if "report" in args.steps:
         report = step_report(state, args.seeds)

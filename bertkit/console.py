@@ -253,60 +253,39 @@ EXPECTED_UNUSED = re.compile(r"^(?:cls|lm_head|lm_predictions|generator_\w+|voca
                              r"decoder)\.|(?:^|\.)pooler\.")
 
 
-class _DropLoadReport(logging.Filter):
-    """transformers' load report goes to train.log only (without its escape codes); checkpoints.load_pretrained
-    says the rest."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if " LOAD REPORT" not in str(record.msg):
-            return True
-        run_log.write("load report: " + _ESCAPES.sub("", record.getMessage()))
-        return False
-
-
-@contextlib.contextmanager
-def quiet_load_report() -> Iterator[None]:
-    """transformers' load report into train.log instead of the console, for a caller that reads the loading info
-    (`output_loading_info=True`) and says what matters itself. Verbose mode leaves the report on the console."""
-    if mode() == "verbose":
-        yield
-        return
-    report_logger = logging.getLogger("transformers.modeling_utils")
-    dropper = _DropLoadReport()
-    report_logger.addFilter(dropper)
-    try:
-        yield
-    finally:
-        report_logger.removeFilter(dropper)
-
-
 class _ToRunLog(logging.Filter):
-    """Records holding `fragment` go to train.log only."""
+    """Records holding `fragment` go to train.log only (after `prefix`, without terminal escape codes)."""
 
-    def __init__(self, fragment: str):
+    def __init__(self, fragment: str, prefix: str = ""):
         super().__init__()
-        self.fragment = fragment
+        self.fragment, self.prefix = fragment, prefix
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.fragment not in str(record.msg):
             return True
-        run_log.write(_ESCAPES.sub("", record.getMessage()))
+        run_log.write(self.prefix + _ESCAPES.sub("", record.getMessage()))
         return False
 
 
 @contextlib.contextmanager
-def library_line_to_run_log(logger: str, fragment: str) -> Iterator[None]:
+def library_line_to_run_log(logger: str, fragment: str, prefix: str = "") -> Iterator[None]:
     """A library's line that bertkit says better itself (or that a user cannot act on) into train.log instead of the
     console; verbose mode leaves it on the console."""
     if mode() == "verbose":
         yield
         return
-    dropper = _ToRunLog(fragment)
+    dropper = _ToRunLog(fragment, prefix)
     logging.getLogger(logger).addFilter(dropper)
     try:
         yield
     finally:
         logging.getLogger(logger).removeFilter(dropper)
+
+
+def quiet_load_report() -> contextlib.AbstractContextManager[None]:
+    """transformers' load report into train.log instead of the console, for a caller that reads the loading info
+    (`output_loading_info=True`) and says what matters itself (checkpoints.load_pretrained)."""
+    return library_line_to_run_log("transformers.modeling_utils", " LOAD REPORT", prefix="load report: ")
 
 
 def describe_loading(info: dict, path: str) -> None:
@@ -470,6 +449,6 @@ class ExamplesProgress:
 
 __all__ = ["result_line", "console", "say", "show", "warn", "mode", "shows", "is_main_process",
     "console_session", "quiet_mode", "summaries_hidden", "run_log", "RunLog", "LOG_FILE", "log_failure",
-    "quiet_load_report", "describe_loading",
+    "quiet_load_report", "library_line_to_run_log", "describe_loading",
     "module_names", "capped", "fmt_metric", "fmt_duration", "summary", "run_summary", "next_steps",
     "next_commands", "ExamplesProgress"]
