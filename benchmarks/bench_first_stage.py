@@ -164,16 +164,17 @@ def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", pla
     mined = mined_file(args, folder)
     runs = dict(done or {})
     for seed in args.seeds:
-        if str(seed) in runs:
-            continue
+        if str(seed) in runs and ("plain_ce" in runs[str(seed)] or not plain or args.no_plain):
+            continue  # measured (a seed measured with --no-plain gets its plain reference when asked)
         run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"plain_ce-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "rerank", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true", "precision=fp32",
                     f"loss={loss}", f"data.train={mined}", f"data.eval={folder / 'dev.jsonl'}",
                     f"data.corpus={folder / 'corpus.jsonl'}", f"data.max_length={RERANK['max_length']}")
-        if plain and not (plain_dir / "config.json").exists():
+        if plain and not args.no_plain and not (plain_dir / "config.json").exists():
             subprocess.run([sys.executable, __file__, "--plain-ce", "--train-file", str(mined), "--output-dir",
                             str(plain_dir), "--seed", str(seed)], env=ENV, check=True, capture_output=True)
+        plain = plain and (plain_dir / "config.json").exists()
         saved = json.loads((run_dir / "metrics.json").read_text())["eval"]
         runs[str(seed)] = {**({"plain_ce": reranked(plain_dir, folder)["reranked"]} if plain else {}),
                            "bertkit_alone": reranked(run_dir, folder)["reranked"],
@@ -219,10 +220,11 @@ def step_report(state: dict, seeds: list[int]) -> dict:
     rerank = [state["rerank"][str(s)] for s in seeds if str(s) in state.get("rerank", {})]
     if rerank:
         settings = f"lr {RERANK['learning_rate']:g}, {RERANK['epochs']} epochs"
-        rows = [[what, *[cell([r[key][m] for r in rerank]) for m in REPORTED]]
+        plain_seeds = [s for s in map(str, seeds) if "plain_ce" in state["rerank"].get(s, {})]
+        rows = [[what, *[cell([r[key][m] for r in rerank if key in r]) for m in REPORTED]]
                 for key, what in (("bm25", "BM25 (the first stage)"),
                                   ("plain_ce", f"plain CrossEncoderTrainer script ({settings}), re-ranking BM25's "
-                                               "top-20"),
+                                               f"top-20 (seed{'s' * (len(plain_seeds) > 1)} {', '.join(plain_seeds)})"),
                                   ("bertkit_alone", f"`bertkit run rerank` (defaults: {settings}, the new head at "
                                                     "head_lr 1e-3), the reranker alone"),
                                   ("bertkit_fused", "the same runs, fused order (predict / evaluate)"))]
@@ -265,6 +267,8 @@ def main():
                         default=["prepare", "base", "embed", "embed_cmrc", "rerank", "rerank_lambda", "report"])
     parser.add_argument("--result", type=Path, help="report: write the tables here (benchmarks/results format)")
     parser.add_argument("--plain-ce", action="store_true", help="subprocess mode: the plain reference script")
+    parser.add_argument("--no-plain", action="store_true", help="rerank: train no plain reference (score one that "
+                                                                 "is there)")
     parser.add_argument("--train-file")
     parser.add_argument("--output-dir")
     parser.add_argument("--seed", type=int, default=42)
