@@ -12,6 +12,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -51,6 +52,9 @@ def user_errors(command):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # the reader of stdout went away (`bertkit ... | head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+            raise typer.Exit(141) from None  # 128 + SIGPIPE, what a tool killed by the signal returns
         except Exception as error:  # noqa: BLE001 - the one place that turns every error into one line
             if DEBUG["traceback"]:
                 raise

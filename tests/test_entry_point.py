@@ -78,3 +78,13 @@ def test_help_texts_keep_their_square_brackets():
         text = " ".join(CliRunner().invoke(app, [name, "--help"], terminal_width=200).output.split())
         for bracketed in re.findall(r"\S*\[[^\]\s]+\]\S*", (command.callback.__doc__ or "").replace("\\[", "[")):
             assert bracketed in text, (name, bracketed)
+
+
+def test_a_reader_that_goes_away_stops_the_command_quietly():
+    """`bertkit validate ... | head -1`: stdout's reader closes first; the command stops with 141 (SIGPIPE's code) and
+    says nothing (it said "unexpected BrokenPipeError")."""
+    process = subprocess.Popen([str(SCRIPT), "validate", "classify", "-c", "classify/en_sentiment"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    process.stdout.close()  # before the command writes its first line
+    stderr = process.stderr.read()
+    assert process.wait(60) == 141 and stderr == "", stderr
