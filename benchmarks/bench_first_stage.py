@@ -174,9 +174,9 @@ def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", pla
         if plain and not args.no_plain and not (plain_dir / "config.json").exists():
             subprocess.run([sys.executable, __file__, "--plain-ce", "--train-file", str(mined), "--output-dir",
                             str(plain_dir), "--seed", str(seed)], env=ENV, check=True, capture_output=True)
-        plain = plain and (plain_dir / "config.json").exists()
+        scored_plain = plain and (plain_dir / "config.json").exists()
         saved = json.loads((run_dir / "metrics.json").read_text())["eval"]
-        runs[str(seed)] = {**({"plain_ce": reranked(plain_dir, folder)["reranked"]} if plain else {}),
+        runs[str(seed)] = {**({"plain_ce": reranked(plain_dir, folder)["reranked"]} if scored_plain else {}),
                            "bertkit_alone": reranked(run_dir, folder)["reranked"],
                            "bertkit_fused": {name: saved[name] for name in REPORTED},
                            "bm25": {name: saved[f"first_stage_{name}"] for name in REPORTED},

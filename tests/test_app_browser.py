@@ -122,6 +122,14 @@ def last_step(run_dir: Path) -> int:
     return history[-1]["step"] if history else 0
 
 
+def wait_until(condition, seconds: float, what: str, every: float = 0.5) -> None:
+    """Poll `condition` until it holds; fail with `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(every)
+
+
 def steps_per_second(run_dir: Path, seconds: float) -> float:
     start, began = last_step(run_dir), time.monotonic()
     time.sleep(seconds)
@@ -216,10 +224,8 @@ def test_a_newcomers_session_on_the_page(tmp_path, tiny_model_dir, hub):
             assert int(page.inner_text("#step").split()[-1]) >= grown
 
             # Stop once a checkpoint exists; the run is unfinished and resumable
-            deadline = time.monotonic() + 120
-            while rundir.last_complete_checkpoint(run_dir) is None:  # (a stop mid-save leaves that one incomplete)
-                assert time.monotonic() < deadline, "no checkpoint"
-                time.sleep(0.3)
+            # (a stop mid-save leaves that checkpoint incomplete)
+            wait_until(lambda: rundir.last_complete_checkpoint(run_dir) is not None, 120, "no checkpoint", every=0.3)
             click_and_wait(page, "#stop")
             expect(page.locator("#status")).to_have_text("unfinished", timeout=30_000)
             stopped = last_step(run_dir)
@@ -321,10 +327,7 @@ def test_the_page_never_holds_a_run_back(tmp_path, tiny_model_dir):
             fill_train_form(page, url, "endless", tiny_model_dir, str(SAMPLES / "train.csv"), ENDLESS)
             click_and_wait(page, "#start")
             run_dir = tmp_path / "runs" / "endless"
-            deadline = time.monotonic() + 120
-            while last_step(run_dir) < 20:
-                assert time.monotonic() < deadline, "the run did not start"
-                time.sleep(0.5)
+            wait_until(lambda: last_step(run_dir) >= 20, 120, "the run did not start")
             watched = steps_per_second(run_dir, 10)  # the page polls its fragment every 2 s meanwhile
         alone = steps_per_second(run_dir, 10)  # the browser is gone
         print(f"steps/s with the page open {watched:.1f}, after the browser closed {alone:.1f}")
@@ -342,10 +345,8 @@ def test_the_page_never_holds_a_run_back(tmp_path, tiny_model_dir):
 def after_the_app(tmp_path: Path, run_dir: Path, env: dict) -> None:
     # the app is gone; the run goes on: a step logged after the app stopped (within a minute: a run sharing two busy
     # cores with the suite can log only every few seconds, so a fixed 4-second window once saw none)
-    stopped, deadline = last_step(run_dir), time.monotonic() + 60
-    while last_step(run_dir) <= stopped:
-        assert time.monotonic() < deadline, "the run stopped with the app"
-        time.sleep(0.5)
+    stopped = last_step(run_dir)
+    wait_until(lambda: last_step(run_dir) > stopped, 60, "the run stopped with the app")
     import httpx
 
     with bertkit_app(tmp_path, "--auth", "ana", env=env) as (url, _):
@@ -353,7 +354,5 @@ def after_the_app(tmp_path: Path, run_dir: Path, env: dict) -> None:
         row = [line for line in client.get("/runs").text.splitlines() if 'data-run="endless"' in line]
         assert row and "status-running" in client.get("/runs").text
         assert client.post("/stop/endless").status_code in (200, 303)
-        deadline = time.monotonic() + 30
-        while "status-unfinished" not in client.get("/live/endless").text:
-            assert time.monotonic() < deadline, "the restarted app did not stop the run"
-            time.sleep(0.5)
+        wait_until(lambda: "status-unfinished" in client.get("/live/endless").text, 30,
+                   "the restarted app did not stop the run")
