@@ -2,7 +2,7 @@
 each alone, and a reranker trained with the defaults against a plain CrossEncoderTrainer script, on real data.
 
     python benchmarks/bench_first_stage.py --xquad XQUAD_FILE --cmrc CMRC_FILE [--seeds 42 43 44]
-        [--work /tmp/bench_first_stage] [--steps prepare base embed embed_cmrc rerank rerank_lambda report]
+        [--work /tmp/bench_first_stage] [--steps prepare base embed embed_cmrc rerank rerank_lambda rerank_cmrc report]
         [--result OUT.json]
 
 XQUAD_FILE / CMRC_FILE and the split are benchmarks/bench_retrieval.py's (XQuAD articles 0-29 train, 30-35 dev;
@@ -19,7 +19,8 @@ CMRC trial: the first 205 articles train, the rest dev); every dev question rank
   epochs and seed (`--plain-ce` mode of this file). Both re-rank BM25's top-20 of every dev question; NDCG@10 /
   MRR@10 / Recall@10 by bertkit.tasks.retrieval_files.ir_metrics for BM25, the plain script, bertkit's reranker
   alone and bertkit's fused order (what predict and evaluate use); rerank_lambda: bertkit's run with loss=lambda
-  (listwise, each query's group) instead of bce.
+  (listwise, each query's group) instead of bce; rerank_cmrc: rerank's runs on CMRC (the same English start, whose
+  vocabulary knows few Chinese characters: what a user who tries it gets).
 Results accumulate in WORK/results.json (a step already done is not rerun).
 """
 
@@ -102,9 +103,9 @@ def step_embed(args, folder: Path, config: str = "embed/en_qa", name: str = "emb
 
 def mined_file(args, folder: Path) -> Path:
     """The training questions with RERANK["negatives"] BM25 negatives each, from the training paragraphs."""
-    mined = args.work / "xquad_mined.jsonl"
+    mined = args.work / f"{folder.name}_mined.jsonl"
     if not mined.exists():
-        train_paragraphs = args.work / "train_paragraphs.txt"
+        train_paragraphs = args.work / f"{folder.name}_train_paragraphs.txt"
         texts = dict.fromkeys(row["positive"].replace("\n", " ") for row in read_jsonl(folder / "train.jsonl"))
         train_paragraphs.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
         bertkit("mine", "--bm25", "--num-negatives", str(RERANK["negatives"]), "--corpus", str(train_paragraphs),
@@ -166,7 +167,8 @@ def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", pla
     for seed in args.seeds:
         if str(seed) in runs and ("plain_ce" in runs[str(seed)] or not plain or args.no_plain):
             continue  # measured (a seed measured with --no-plain gets its plain reference when asked)
-        run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"plain_ce-{seed}"
+        plain_name = "plain_ce" + name.removeprefix("rerank").removeprefix("_lambda")  # plain_ce, plain_ce_cmrc
+        run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"{plain_name}-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "rerank", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true", "precision=fp32",
                     f"loss={loss}", f"data.train={mined}", f"data.eval={folder / 'dev.jsonl'}",
@@ -188,6 +190,43 @@ def cell(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.3f} (1 seed)"
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def rerank_table(state: dict, seeds: list[int], key: str, label: str) -> dict | None:
+    """The reranker table of one dataset: BM25, the plain script, bertkit's reranker alone and fused (and the
+    listwise and old-defaults rows where measured)."""
+    rerank = [state[key][str(s)] for s in seeds if str(s) in state.get(key, {})]
+    if not rerank:
+        return None
+    settings = f"lr {RERANK['learning_rate']:g}, {RERANK['epochs']} epochs"
+    plain_seeds = [s for s in map(str, seeds) if "plain_ce" in state[key].get(s, {})]
+    rows = [[what, *[cell([r[name][m] for r in rerank if name in r]) for m in REPORTED]]
+            for name, what in (("bm25", "BM25 (the first stage)"),
+                               ("plain_ce", f"plain CrossEncoderTrainer script ({settings}), re-ranking BM25's "
+                                            f"top-20 (seed{'s' * (len(plain_seeds) > 1)} {', '.join(plain_seeds)})"),
+                               ("bertkit_alone", f"`bertkit run rerank` (defaults: {settings}, the new head at "
+                                                 "head_lr 1e-3), the reranker alone"),
+                               ("bertkit_fused", "the same runs, fused order (predict / evaluate)"))
+            if any(name in r for r in rerank)]
+    rows.append(["fusion weight chosen on dev", ", ".join(f"{r['fusion_weight']:g}" for r in rerank), "", ""])
+    listwise = [state[f"{key}_lambda"][str(s)] for s in seeds if str(s) in state.get(f"{key}_lambda", {})]
+    if listwise:
+        rows += [[what, *[cell([r[name][m] for r in listwise]) for m in REPORTED]]
+                 for name, what in (("bertkit_alone", "`bertkit run rerank loss=lambda` (listwise), the reranker "
+                                                      "alone"),
+                                    ("bertkit_fused", "the same, fused order"))]
+    old = state.get(f"{key}_old_defaults", {}).get("42")
+    if old:  # one seed at the settings these defaults replaced
+        rows += [[what, *[cell([old[name][m]]) for m in REPORTED]]
+                 for name, what in (("plain_ce", "plain CrossEncoderTrainer script at lr 2e-05, 1 epoch"),
+                                    ("bertkit_alone", "`bertkit run rerank` at the old defaults (lr 2e-05, 1 "
+                                                      "epoch), the reranker alone"),
+                                    ("bertkit_fused", "the same run, fused order (weight "
+                                                      f"{old['fusion_weight']:g})"))]
+    return {"caption": f"{label} dev, rerankers from all-MiniLM-L6-v2 (a bi-encoder: a new one-score head), "
+                       f"{RERANK['negatives']} BM25 negatives per training question, BM25's top-{RERANK['top_k']} "
+                       "re-ranked, seeds " + ", ".join(s for s in map(str, seeds) if s in state[key]),
+            "columns": ["ranking", *REPORTED], "rows": rows}
 
 
 def step_report(state: dict, seeds: list[int]) -> dict:
@@ -217,37 +256,10 @@ def step_report(state: dict, seeds: list[int]) -> dict:
         tables.append({"caption": f"{label} dev, `bertkit run embed -c {config}` (as the run measured it, seeds "
                                   + ", ".join(s for s in map(str, seeds) if s in state[key]) + ")",
                        "columns": ["first stage", *REPORTED], "rows": rows})
-    rerank = [state["rerank"][str(s)] for s in seeds if str(s) in state.get("rerank", {})]
-    if rerank:
-        settings = f"lr {RERANK['learning_rate']:g}, {RERANK['epochs']} epochs"
-        plain_seeds = [s for s in map(str, seeds) if "plain_ce" in state["rerank"].get(s, {})]
-        rows = [[what, *[cell([r[key][m] for r in rerank if key in r]) for m in REPORTED]]
-                for key, what in (("bm25", "BM25 (the first stage)"),
-                                  ("plain_ce", f"plain CrossEncoderTrainer script ({settings}), re-ranking BM25's "
-                                               f"top-20 (seed{'s' * (len(plain_seeds) > 1)} {', '.join(plain_seeds)})"),
-                                  ("bertkit_alone", f"`bertkit run rerank` (defaults: {settings}, the new head at "
-                                                    "head_lr 1e-3), the reranker alone"),
-                                  ("bertkit_fused", "the same runs, fused order (predict / evaluate)"))]
-        rows.append(["fusion weight chosen on dev", ", ".join(f"{r['fusion_weight']:g}" for r in rerank), "", ""])
-        listwise = [state["rerank_lambda"][str(s)] for s in seeds if str(s) in state.get("rerank_lambda", {})]
-        if listwise:
-            rows += [[what, *[cell([r[key][m] for r in listwise]) for m in REPORTED]]
-                     for key, what in (("bertkit_alone", "`bertkit run rerank loss=lambda` (listwise), the reranker "
-                                                         "alone"),
-                                       ("bertkit_fused", "the same, fused order"))]
-        old = state.get("rerank_old_defaults", {}).get("42")
-        if old:  # one seed at the settings these defaults replaced
-            rows += [[what, *[cell([old[key][m]]) for m in REPORTED]]
-                     for key, what in (("plain_ce", "plain CrossEncoderTrainer script at lr 2e-05, 1 epoch"),
-                                       ("bertkit_alone", "`bertkit run rerank` at the old defaults (lr 2e-05, 1 "
-                                                         "epoch), the reranker alone"),
-                                       ("bertkit_fused", "the same run, fused order (weight "
-                                                         f"{old['fusion_weight']:g})"))]
-        tables.append({"caption": "XQuAD-en dev, rerankers from all-MiniLM-L6-v2 (a bi-encoder: a new one-score "
-                                  f"head), {RERANK['negatives']} BM25 negatives per training question, BM25's "
-                                  f"top-{RERANK['top_k']} re-ranked, seeds "
-                                  + ", ".join(s for s in map(str, seeds) if s in state["rerank"]),
-                       "columns": ["ranking", *REPORTED], "rows": rows})
+    for key, label in (("rerank", "XQuAD-en"), ("rerank_cmrc", "CMRC 2018 trial")):
+        table = rerank_table(state, seeds, key, label)
+        if table:
+            tables.append(table)
     return {"id": "first-stage", "order": 13,
             "title": "Retrieval, round two: hybrid first stage and rerankers that never make it worse",
             "command": [f"python benchmarks/bench_first_stage.py --xquad XQUAD_FILE --cmrc CMRC_FILE --seeds "
@@ -264,7 +276,8 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_first_stage"))
     parser.add_argument("--steps", nargs="+",
-                        default=["prepare", "base", "embed", "embed_cmrc", "rerank", "rerank_lambda", "report"])
+                        default=["prepare", "base", "embed", "embed_cmrc", "rerank", "rerank_lambda", "rerank_cmrc",
+                                 "report"])
     parser.add_argument("--result", type=Path, help="report: write the tables here (benchmarks/results format)")
     parser.add_argument("--plain-ce", action="store_true", help="subprocess mode: the plain reference script")
     parser.add_argument("--no-plain", action="store_true", help="rerank: train no plain reference (score one that "
@@ -305,6 +318,9 @@ def main():
     if "rerank_lambda" in args.steps:
         state["rerank_lambda"] = step_rerank(args, xquad, "lambda", "rerank_lambda", plain=False,
                                              done=state.get("rerank_lambda"))
+        save()
+    if "rerank_cmrc" in args.steps:
+        state["rerank_cmrc"] = step_rerank(args, cmrc, name="rerank_cmrc", done=state.get("rerank_cmrc"))
         save()
     if "report" in args.steps:
         report = step_report(state, args.seeds)
