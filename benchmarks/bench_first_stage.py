@@ -293,35 +293,37 @@ def main():
     state_file = args.work / "results.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
 
-    def save():
-        state_file.write_text(json.dumps(state, indent=1, ensure_ascii=False))
+    def save(*keys):  # only this step's keys, into the file as it is now: steps may run in parallel processes
+        saved = json.loads(state_file.read_text()) if state_file.exists() else {}
+        saved.update({key: state[key] for key in keys})
+        state_file.write_text(json.dumps(saved, indent=1, ensure_ascii=False))
 
     xquad, cmrc = args.work / "xquad", args.work / "cmrc"
     if "prepare" in args.steps:
         state["data"] = {"xquad": convert(args.xquad, xquad, TRAIN_ARTICLES["xquad"]),
                          "cmrc": convert(args.cmrc, cmrc, TRAIN_ARTICLES["cmrc"])}
         state["machine"] = f"{cpu_model()}, {os.cpu_count()} cores"
-        save()
+        save("data", "machine")
     if "base" in args.steps:
         state["base"] = {"xquad": step_base(xquad), "cmrc": step_base(cmrc)}
-        save()
+        save("base")
         print(json.dumps(state["base"]), flush=True)
     if "embed" in args.steps:
         state["embed"] = step_embed(args, xquad, done=state.get("embed"))
-        save()
+        save("embed")
     if "embed_cmrc" in args.steps:
         state["embed_cmrc"] = step_embed(args, cmrc, "embed/zh_qa", "embed_cmrc", done=state.get("embed_cmrc"))
-        save()
+        save("embed_cmrc")
     if "rerank" in args.steps:
         state["rerank"] = step_rerank(args, xquad, done=state.get("rerank"))
-        save()
+        save("rerank")
     if "rerank_lambda" in args.steps:
         state["rerank_lambda"] = step_rerank(args, xquad, "lambda", "rerank_lambda", plain=False,
                                              done=state.get("rerank_lambda"))
-        save()
+        save("rerank_lambda")
     if "rerank_cmrc" in args.steps:
         state["rerank_cmrc"] = step_rerank(args, cmrc, name="rerank_cmrc", done=state.get("rerank_cmrc"))
-        save()
+        save("rerank_cmrc")
     if "report" in args.steps:
         report = step_report(state, args.seeds)
         print(json.dumps(report, indent=1, ensure_ascii=False))
