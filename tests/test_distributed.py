@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import run_in_process
 from safetensors.torch import load_file
 from test_classify import sentiment, write_csv  # noqa: F401 - fixture
 
@@ -39,12 +40,13 @@ def free_port() -> int:
 
 
 def launch(processes: int, args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
-    """`bertkit ARGS` in one process, or under torchrun on a free port (a fixed port fails while another torchrun
-    run, or a killed one's socket, holds it); `env` adds to the environment."""
-    command = [sys.executable, "-m", "bertkit", *args]
-    if processes > 1:
-        command[1:2] = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                        str(free_port()), "-m"]
+    """`bertkit ARGS` under torchrun on a free port (a fixed port fails while another torchrun run, or a killed one's
+    socket, holds it); `env` adds to the environment. One process is the reference the distributed runs must match:
+    it runs in this process (the same code as the command, without a second interpreter's imports)."""
+    if processes == 1:
+        return run_in_process(*args, cwd=ROOT, env=env)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+               str(free_port()), "-m", "bertkit", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**ENV, **(env or {})}, timeout=600)
 
 
@@ -156,18 +158,29 @@ def start_nodes(args: list[str], cwds: list[Path], logs: Path,
     return nodes
 
 
+def one_epoch(sentiment) -> list[str]:  # noqa: F811
+    return [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
+
+
+@pytest.fixture(scope="module")
+def one_epoch_single_run(no_dropout_model_dir, sentiment, tmp_path_factory) -> Path:  # noqa: F811
+    """The one-process run both launchers' two nodes must give (one epoch, batch 8)."""
+    out = tmp_path_factory.mktemp("one-process") / "one"
+    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, out, *one_epoch(sentiment),
+                                                  "train.per_device_train_batch_size=8")])
+    assert single.returncode == 0, single.stderr[-3000:]
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir, sentiment, tmp_path,  # noqa: F811
-                                                            launcher):
+                                                            one_epoch_single_run, launcher):
     """2 "nodes" of 1 process on 127.0.0.1, by torchrun (--nnodes 2 --node_rank K) or by `accelerate launch
     --config_file recipes/configs/accelerate/multi_node.json --machine_rank K --main_process_ip HOST` (the config is
     read, not overridden: its num_machines and num_processes make the two nodes one run): the single-process run's
     weights, written once."""
-    data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
-    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
-                                                  "train.per_device_train_batch_size=8")])
-    assert single.returncode == 0, single.stderr[-3000:]
+    data = one_epoch(sentiment)
     cwds = [tmp_path / "machine0", tmp_path / "machine1"]
     nodes = start_nodes(["run", "classify", *common(no_dropout_model_dir, tmp_path / "two", *data,
                                                     "train.per_device_train_batch_size=4")], cwds, tmp_path,
@@ -175,7 +188,7 @@ def test_two_nodes_give_the_single_process_run_written_once(no_dropout_model_dir
     codes = [node.wait(timeout=600) for node in nodes]
     logs = [(tmp_path / f"node{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-    assert_same_weights(tmp_path / "one", tmp_path / "two")
+    assert_same_weights(one_epoch_single_run, tmp_path / "two")
     assert (tmp_path / "two" / "bertkit_run.json").is_file()  # finished: the completion record
     # written once: rank 0 printed the summary; nothing written into either node's working directory
     assert sum(log.count("dev metrics") for log in logs) == 1

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from test_classify import sentiment, write_csv  # noqa: F401 - fixture
-from test_distributed import ENV, ROOT, assert_same_weights, common, free_port, launch, no_dropout_model_dir  # noqa: F401
+from test_distributed import (ENV, ROOT, assert_same_weights, common, free_port, launch,  # noqa: F401 - fixtures
+                              no_dropout_model_dir, one_epoch, one_epoch_single_run)
 from typer.testing import CliRunner
 
 from bertkit import distributed
@@ -171,15 +172,13 @@ def test_sharding_line_counts_units_and_this_ranks_bytes(tiny_model_dir, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", [2, 3])
-def test_deepspeed_two_processes_match_one(no_dropout_model_dir, sentiment, tmp_path, stage):  # noqa: F811
+def test_deepspeed_two_processes_match_one(no_dropout_model_dir, sentiment, one_epoch_single_run, tmp_path,  # noqa: F811
+                                           stage):
     """ZeRO-2 / ZeRO-3 on DeepSpeed's CPU accelerator (gloo), 2 processes x 4 = the weights of 1 process x 8; the
     ZeRO-3 save gathers a whole model that stock transformers loads. DeepSpeed's shared-memory inference op is not
     built (it took about 2 minutes on 2 cores on every new machine or environment: training never calls it)."""
     pytest.importorskip("deepspeed")
-    data = [f"data.train={sentiment['train']}", f"data.eval={sentiment['dev']}", "train.num_train_epochs=1"]
-    single = launch(1, ["run", "classify", *common(no_dropout_model_dir, tmp_path / "one", *data,
-                                                  "train.per_device_train_batch_size=8")])
-    assert single.returncode == 0, single.stderr[-3000:]
+    data = one_epoch(sentiment)
     double = launch(2, ["run", "classify", "-c", DEEPSPEED,
                         *common(no_dropout_model_dir, tmp_path / "two", *data, "train.per_device_train_batch_size=4",
                                 f"train.deepspeed=recipes/configs/accelerate/ds_zero{stage}.json", "llrd=1.0",
@@ -192,7 +191,7 @@ def test_deepspeed_two_processes_match_one(no_dropout_model_dir, sentiment, tmp_
     if stage == 3:  # the parameters themselves are partitioned
         assert float(said[1]) == pytest.approx(float(said[2]) / 2, rel=0.01)
     assert "find_unused_parameters" not in double.stderr
-    assert_same_weights(tmp_path / "one", tmp_path / "two", atol=1e-4)
+    assert_same_weights(one_epoch_single_run, tmp_path / "two", atol=1e-4)
     import transformers
 
     stock = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "two")

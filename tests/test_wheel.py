@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from bertkit.shipped import CONFIGS_DIR, recipe_names
 
@@ -85,16 +86,24 @@ def test_ls_lists_every_recipe_and_config(installed):
 
 
 def test_main_job_runs_from_another_folder_and_predicts(installed):
-    """The README's main job (a shipped config by name; a few steps) and predict, from the work folder."""
+    """The README's main job (a shipped config by name; a few steps) and predict, from the work folder. The user's
+    relative paths (output_dir, a dev file of their own) resolve against that folder, the shipped config's own
+    data against the installed package. (One run for both: each run here starts a fresh venv's torch.)"""
+    with open(installed["work"] / "my_dev.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows([["a good film", "positive"], ["a bad film", "negative"]] * 4)
+    bertkit(installed, "run", "classify", "-c", "classify/en_sentiment", "output_dir=runs/demo",
+            "data.eval=my_dev.csv", "train.max_steps=3", "train.eval_strategy=steps", "train.save_strategy=steps",
+            "train.eval_steps=3", "train.save_steps=3", "precision=fp32")
     out = installed["work"] / "runs" / "demo"
-    bertkit(installed, "run", "classify", "-c", "classify/en_sentiment", f"output_dir={out}",
-            "train.max_steps=3", "train.eval_strategy=steps", "train.save_strategy=steps", "train.eval_steps=3",
-            "train.save_steps=3", "precision=fp32")
-    saved = (out / "bertkit_config.yaml").read_text()
-    assert "site-packages/bertkit/shipped/data/en_sentiment/train.csv" in saved
+    saved = yaml.safe_load((out / "bertkit_config.yaml").read_text())
+    assert "site-packages/bertkit/shipped/data/en_sentiment/train.csv" in saved["data"]["train"]
+    assert (installed["work"] / saved["data"]["eval"]).resolve() == (installed["work"] / "my_dev.csv").resolve()
+    assert json.loads((out / "metrics.json").read_text())["rows"]["dev"] == 8
     rows = installed["work"] / "new.csv"
     rows.write_text("text\nwhat a wonderful film\nboring and far too long\n")
-    bertkit(installed, "predict", str(out), "new.csv", "-o", "predictions.jsonl")
+    bertkit(installed, "predict", "runs/demo", "new.csv", "-o", "predictions.jsonl")
     predictions = [json.loads(line) for line in (installed["work"] / "predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 2 and {p["label"] for p in predictions} <= {"positive", "negative"}
 
@@ -109,16 +118,6 @@ def test_the_few_shot_recipe_runs_installed_on_its_shipped_sample(installed):
     bertkit(installed, "predict", str(out), "few.csv", "-o", "few.jsonl")
     predictions = [json.loads(line) for line in (installed["work"] / "few.jsonl").read_text().splitlines()]
     assert len(predictions) == 2 and {p["label"] for p in predictions} <= {"positive", "negative"}
-
-
-def test_users_relative_paths_resolve_against_the_working_directory(installed):
-    with open(installed["work"] / "my.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        writer.writerows([["good", "pos"], ["bad", "neg"]] * 4)
-    bertkit(installed, "run", "classify", "data.train=my.csv", "output_dir=runs/mine", "train.max_steps=1",
-            "precision=fp32")
-    assert json.loads((installed["work"] / "runs/mine/config.json").read_text())["label2id"] == {"neg": 0, "pos": 1}
 
 
 def test_a_copied_config_and_recipe_run_from_their_new_place(installed):
