@@ -113,6 +113,8 @@ def _to_json(tp: Any) -> Any:
 
 
 def _from_json(spec: Any) -> Any:
+    if spec == "float":  # TrainingArguments' step counts are floats (below 1: a share of the run): 5 stays 5
+        return float | int
     if isinstance(spec, str):
         return {name: tp for tp, name in _NAMES.items()}.get(spec, Any)
     if "literal" in spec:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+import yaml
 
 from bertkit.config import (
     INLINE,
@@ -331,9 +332,15 @@ def test_train_choices_are_checked():
 
 
 def test_train_values_coerced_to_field_types():
-    train = validate_train_args({"num_train_epochs": 2, "bf16": "yes", "report_to": ["none"], "max_steps": 10})
-    assert train == {"num_train_epochs": 2.0, "bf16": True, "report_to": ["none"], "max_steps": 10}
-    assert type(train["num_train_epochs"]) is float
+    train = validate_train_args({"num_train_epochs": 2, "bf16": "yes", "report_to": ["none"], "max_steps": 10,
+                                 "logging_steps": 5, "warmup_steps": 0.1, "learning_rate": "5e-5"})
+    assert train == {"num_train_epochs": 2, "bf16": True, "report_to": ["none"], "max_steps": 10,
+                     "logging_steps": 5, "warmup_steps": 0.1, "learning_rate": 5e-5}
+    # TrainingArguments' float fields keep a whole number whole: the saved and printed config says what was typed
+    # (logging_steps: 5, not 5.0); a share stays a float
+    assert [type(train[key]) for key in ("num_train_epochs", "logging_steps", "warmup_steps", "learning_rate")] == \
+        [int, int, float, float]
+    assert "  logging_steps: 5\n" in yaml.safe_dump({"train": train}, sort_keys=False)
     with pytest.raises(BertkitError, match="config key 'train.gradient_accumulation_steps'"):
         validate_train_args({"gradient_accumulation_steps": True})
 
