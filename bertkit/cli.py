@@ -240,6 +240,7 @@ def validate(
         typer.echo(json.dumps(config_schema(type(cfg)), indent=2, default=str))
         return
     if sets_trainer_arguments(cfg):  # the recipe's own train: defaults are checked by the test suite
+        say_first(f"validate: {recipe}, its train: settings as TrainingArguments takes them")
         check_training_arguments(cfg)
     if show_keys:
         for field in describe_config(type(cfg)):

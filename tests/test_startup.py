@@ -251,6 +251,15 @@ def test_a_run_says_what_it_does_before_it_imports_torch(tmp_path):
     assert lines[0].startswith("classify: all-MiniLM-L6-v2 on ") and "(loading PyTorch" in lines[0], lines
 
 
+def test_validate_says_what_it_does_before_it_imports_torch_for_the_train_block(tmp_path):
+    """A config that sets train: keys is checked by building the real TrainingArguments (seconds of imports): the
+    person at the terminal is told first."""
+    lines, torch_at = first_line_and_torch(["validate", "classify", "train.logging_steps=7"], tmp_path)
+    assert torch_at >= 1, lines
+    assert lines[0] == ("validate: classify, its train: settings as TrainingArguments takes them (loading PyTorch and "
+                        "transformers)"), lines
+
+
 def test_predict_says_what_it_does_before_it_imports_torch(places):
     lines, torch_at = first_line_and_torch(["predict", "model", "dev.csv", "-o", "out.jsonl"], places)
     assert torch_at >= 1, lines
