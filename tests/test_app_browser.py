@@ -113,8 +113,10 @@ def fill_train_form(page, url: str, name: str, model: str, train: str, yaml: str
 
 
 def click_and_wait(page, selector: str) -> None:
+    """Click, and wait for the page it loads: a button that runs a bertkit command (Check runs validate and inspect,
+    each importing transformers) may take its server more than the click's default 30 s on a busy machine."""
     with page.expect_navigation(timeout=120_000):
-        page.click(selector)
+        page.click(selector, timeout=120_000)
 
 
 def last_step(run_dir: Path) -> int:
