@@ -167,7 +167,7 @@ def step_rerank(args, folder: Path, loss: str = "bce", name: str = "rerank", pla
     for seed in args.seeds:
         if str(seed) in runs and ("plain_ce" in runs[str(seed)] or not plain or args.no_plain):
             continue  # measured (a seed measured with --no-plain gets its plain reference when asked)
-        plain_name = "plain_ce" + name.removeprefix("rerank").removeprefix("_lambda")  # plain_ce, plain_ce_cmrc
+        plain_name = "plain_ce" if folder.name == "xquad" else f"plain_ce_{folder.name}"  # one per dataset, any loss
         run_dir, plain_dir = args.work / "runs" / f"{name}-{seed}", args.work / "runs" / f"{plain_name}-{seed}"
         if not (run_dir / "metrics.json").exists():
             bertkit("run", "rerank", f"output_dir={run_dir}", f"seed={seed}", "overwrite=true", "precision=fp32",
