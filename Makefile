@@ -25,7 +25,7 @@ demo: setup
 # One pytest worker per core (pytest-xdist); `make test-serial` runs them one after another. The 20 slowest steps are
 # listed at the end, so that every CI log shows where the suite's time goes.
 test: setup
-	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q -n auto --dist loadfile --durations=20
+	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=20
 
 test-serial: setup
 	$(OFFLINE) BERTKIT_TORCH="$(TORCH)" $(BIN)/pytest -q
