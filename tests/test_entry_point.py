@@ -80,6 +80,21 @@ def test_help_texts_keep_their_square_brackets():
             assert bracketed in text, (name, bracketed)
 
 
+def test_the_command_list_wraps_each_summary_to_the_terminal_not_to_the_docstring():
+    """`bertkit --help` shows each command's first paragraph wrapped to the terminal's width: it was cut where the
+    docstring's source lines end ("... The full log goes to" | "OUTPUT_DIR/train.log.", on a 200-column terminal)."""
+    from typer.testing import CliRunner
+
+    from bertkit.cli import app
+
+    listing = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    lines = [" ".join(line.strip("│ ").split()) for line in listing.splitlines()]
+    for command in app.registered_commands:
+        summary = " ".join((command.callback.__doc__ or "").split("\n\n")[0].split())
+        first = summary.replace("\\[", "[").replace("`", "")[:150]  # fits one line beside the name; spans a line break
+        assert any(first in line for line in lines), (command.name or command.callback.__name__, first, listing)
+
+
 def test_a_reader_that_goes_away_stops_the_command_quietly():
     """`bertkit validate ... | head -1`: stdout's reader closes first; the command stops with 141 (SIGPIPE's code) and
     says nothing (it said "unexpected BrokenPipeError")."""
