@@ -26,8 +26,9 @@ from .tasks import CORPUS_RANKERS, RETRIEVERS
 from .shipped import (CONFIGS_DIR, RECIPES_DIR, config_names, copy_text, recipe_names, recipe_path,
                       resolve_config_path)
 
-app = typer.Typer(help="Fine-tune, pretrain, evaluate and share BERT models.", no_args_is_help=True, rich_markup_mode="markdown",
-                  add_completion=False, pretty_exceptions_enable=False)
+# markdown: a docstring's single line breaks are not kept in the help (rich mode kept them: ragged summaries)
+app = typer.Typer(help="Fine-tune, pretrain, evaluate and share BERT models.", no_args_is_help=True,
+                  rich_markup_mode="markdown", add_completion=False, pretty_exceptions_enable=False)
 
 
 DEBUG = {"traceback": False}  # set by --debug, before any command runs

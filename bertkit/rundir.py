@@ -704,10 +704,13 @@ def _in_the_way(run_dir: Path, names: list[str], overwrite: bool) -> BertkitErro
                         f"replace{kept} — move {them} out of {run_dir}, or choose another output_dir=...")
 
 
-def _refusal(run_dir: Path, state: str, detail: str, recipe: str) -> BertkitError:
+def _refusal(run_dir: Path, state: str, detail: str) -> BertkitError:
     what = {"finished": "a finished run", "unfinished": f"an unfinished run ({detail})",
             "mixed": f"a mixed run directory ({detail})", "foreign": detail}[state]
-    resume = ", or resume=true to continue it" if state in ("finished", "unfinished") else ""
+    # resume=true only where it can work: from a complete checkpoint (a finished run keeps none unless
+    # keep_checkpoints=true, a few-shot run never has one, a run killed early may have none yet)
+    resumable = state in ("finished", "unfinished") and last_complete_checkpoint(run_dir) is not None
+    resume = ", or resume=true to continue it" if resumable else ""
     return BertkitError(f"output_dir {run_dir} already holds {what} — choose another output_dir=..., or set "
                         f"overwrite=true to replace it{resume}")
 
@@ -762,7 +765,7 @@ def _plan(run_dir: Path, recipe: str, config: dict, overwrite: bool, resume, say
         state, detail = run_state(run_dir)
         if state in ("finished", "unfinished", "mixed", "foreign"):
             if not overwrite:
-                raise _refusal(run_dir, state, detail, recipe)
+                raise _refusal(run_dir, state, detail)
             replace = state
         in_the_way = users_files_in_the_way(run_dir, replacing=replace is not None)
         if in_the_way:

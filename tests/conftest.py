@@ -15,7 +15,7 @@ import gc  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-import transformers  # noqa: E402, F401
+import transformers  # noqa: E402
 
 import bertkit.cli  # noqa: E402, F401
 import bertkit.training  # noqa: E402, F401 - the model stack and the Trainer wiring that nearly every file imports
@@ -62,7 +62,6 @@ def minilm_dir():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, minilm_dir):
     """A tiny random stock BERT (2 layers, hidden 32) with MiniLM's real uncased tokenizer: fast recipe runs."""
-    import transformers
 
     path = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)
@@ -86,7 +85,6 @@ def one_thread():
 @pytest.fixture(scope="session")
 def tiny_zh_model_dir(tmp_path_factory):
     """A tiny random BERT with the real bert-base-chinese vocabulary and tokenizer."""
-    import transformers
 
     from bertkit.tokenization import chinese_bert_tokenizer
 

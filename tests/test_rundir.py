@@ -171,9 +171,17 @@ def test_rerun_into_a_finished_run_is_refused(finished, tiny_model_dir, sentimen
     before = rundir.file_digest(out / "model.safetensors")
     message = one_line_error(runner.invoke(app, ["run", "classify", *overrides(tiny_model_dir, sentiment, out)]))
     assert f"output_dir {out} already holds a finished run" in message
-    assert "output_dir=..." in message and "overwrite=true" in message and "resume=true" in message
+    assert "output_dir=..." in message and "overwrite=true" in message
+    assert "resume=true" not in message  # it kept no checkpoint: resume=true would be refused in turn
     assert rundir.file_digest(out / "model.safetensors") == before and rundir.run_state(out)[0] == "finished"
     assert rundir.lock_holder(out) is None  # the refused run let go of the directory
+    kept = out / "checkpoint-12"  # as keep_checkpoints=true leaves it
+    kept.mkdir()
+    shutil.copy(out / "model.safetensors", kept)
+    (kept / "trainer_state.json").write_text("{}")
+    (kept / "optimizer.pt").write_bytes(b"state")
+    message = one_line_error(runner.invoke(app, ["run", "classify", *overrides(tiny_model_dir, sentiment, out)]))
+    assert message.endswith("or resume=true to continue it"), message  # kept (keep_checkpoints=true): offered
 
 
 def test_overwrite_replaces_the_old_run_and_says_so(finished, tiny_model_dir, sentiment, tmp_path, capsys):  # noqa: F811
