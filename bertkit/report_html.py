@@ -59,7 +59,8 @@ def _tick(value: float) -> str:
 
 
 def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, y_label: str = "",
-               marks: list[tuple[float, str]] = (), width: int = 520, height: int = 240, log_y: bool = False) -> str:
+               marks: list[tuple[float, str]] = (), width: int = 520, height: int = 240, log_y: bool = False,
+               x_label: str = "step") -> str:
     """An SVG line chart: each series (name, [(x, y)]) in its own colour with its points, a legend, and vertical
     marks (x, label) such as the best checkpoint."""
     series = [(name, [(x, y) for x, y in pts if y is not None and math.isfinite(y) and (y > 0 or not log_y)])
@@ -92,7 +93,7 @@ def line_chart(series: list[tuple[str, list[tuple[float, float]]]], title: str, 
     for value in _ticks(x0, x1, 5):
         x = px(value)
         out.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{_tick(value)}</text>')
-    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">step</text>')
+    out.append(f'<text x="{width - right}" y="{height - 4}" text-anchor="end">{esc(x_label)}</text>')
     if y_label:
         out.append(f'<text x="4" y="{top - 6}">{esc(y_label)}{" (log)" if log_y else ""}</text>')
     for x, label in marks:

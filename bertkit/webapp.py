@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import hashlib
 import html
 import math
@@ -303,16 +304,17 @@ def curves(history: list[dict], t) -> list[str]:
         return [(e["step"], float(e[key])) for e in history if isinstance(e.get(key), (int, float))
                 and math.isfinite(float(e[key]))]
 
+    chart = functools.partial(line_chart, x_label=t("watch.step"))
     charts = []
     loss = [(t("watch.loss"), points("loss")), (f"{t('watch.dev')} {t('watch.loss')}", points("eval_loss"))]
     if any(pts for _, pts in loss):
-        charts.append(line_chart(loss, t("watch.loss"), t("watch.loss")))
+        charts.append(chart(loss, t("watch.loss"), t("watch.loss")))
     scores = dev_metric_names(history)[:6]
     if scores:
         series = [(f"{t('watch.dev')} {name}", points(f"eval_{name}")) for name in scores]
-        charts.append(line_chart(series, t("watch.dev"), t("watch.dev"), height=220))
+        charts.append(chart(series, t("watch.dev"), t("watch.dev"), height=220))
     if points("learning_rate"):
-        charts.append(line_chart([(t("watch.lr"), points("learning_rate"))], t("watch.lr"), t("watch.lr"), height=180))
+        charts.append(chart([(t("watch.lr"), points("learning_rate"))], t("watch.lr"), t("watch.lr"), height=180))
     return charts
 
 

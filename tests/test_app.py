@@ -235,6 +235,8 @@ def test_curves_come_from_train_log_as_it_grows_and_a_resume_replaces_repeated_s
     assert history[1]["eval_accuracy"] == 0.6 and history[1]["loss"] == 0.8 and history[2]["loss"] == 0.65
     charts = webapp.curves(history, lambda key: key)
     assert len(charts) == 3 and all(chart.startswith("<svg") for chart in charts)  # loss, dev scores, lr
+    chinese = webapp.curves(history, lambda key: TEXT[key][LANGUAGES.index("zh")])
+    assert all(">步</text>" in chart and ">step</text>" not in chart for chart in chinese)  # the x axis too
     assert webapp.curves([], lambda key: key) == []
 
 
