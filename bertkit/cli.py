@@ -354,6 +354,7 @@ def predict(
         raise BertkitError(f"--corpus is for embedding models and rerankers, and {model_dir} is neither — leave it out")
     check_inputs(input_file, corpus)
     say_first(f"predict: the {task} model {model_dir} on {input_file} -> {output}")
+    earlier = Path(output).expanduser().is_file()  # an earlier output of the same kind is replaced (said at the end)
     from .console import console_session
     from .inference import inference_precision
     from .rundir import replacing_allowed
@@ -366,7 +367,7 @@ def predict(
                                          retriever=retriever, **({} if top_k is None else {"top": top_k}))
         else:
             count = module.predict_file(model_dir, input_file, output, batch_size, min_confidence)
-    typer.echo(f"wrote {count} predictions to {output}")
+    typer.echo(f"wrote {count} predictions to {output}{', replacing the earlier file' if earlier else ''}")
 
 
 @app.command()

@@ -186,9 +186,11 @@ def test_predict_and_evaluate_replace_a_file_of_another_kind_only_with_force(pro
     assert "-o test.csv already exists and is not predictions" in message, message
     assert "first line is 'text,label'" in message and "-o test.predictions.csv" in message, message
     assert test_split.read_text().startswith("text,label\n")
-    for _ in range(2):  # an earlier predictions file: replaced, no --force needed
-        assert runner.invoke(app, ["predict", run, new, "-o", "preds.csv"]).exit_code == 0
-        assert runner.invoke(app, ["predict", run, new, "-o", "preds.jsonl"]).exit_code == 0
+    for again in (False, True):  # an earlier predictions file: replaced, no --force needed, and said
+        for name in ("preds.csv", "preds.jsonl"):
+            result = runner.invoke(app, ["predict", run, new, "-o", name])
+            said = f"to {name}, replacing the earlier file" in result.output
+            assert result.exit_code == 0 and said == again, result.output
     result = runner.invoke(app, ["predict", run, new, "-o", "test.csv", "--force"])
     assert result.exit_code == 0, result.output
     assert test_split.read_text().startswith("text,label,score")
