@@ -62,7 +62,6 @@ def minilm_dir():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, minilm_dir):
     """A tiny random stock BERT (2 layers, hidden 32) with MiniLM's real uncased tokenizer: fast recipe runs."""
-
     path = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -85,7 +84,6 @@ def one_thread():
 @pytest.fixture(scope="session")
 def tiny_zh_model_dir(tmp_path_factory):
     """A tiny random BERT with the real bert-base-chinese vocabulary and tokenizer."""
-
     from bertkit.tokenization import chinese_bert_tokenizer
 
     path = tmp_path_factory.mktemp("tiny-zh-bert")
