@@ -243,7 +243,7 @@ def check_training_arguments(cfg) -> None:
     import transformers
 
     from .precision import resolve_precision
-    from .training import arguments_refused
+    from .training_arguments import arguments_refused
 
     has_eval = cfg.data.eval is not None or hasattr(cfg.data, "eval_fraction")  # mlm holds out a share
     train = {k: v for k, v in cfg.train.items() if k not in _LAUNCHER_KEYS}

@@ -43,7 +43,7 @@ from .report import REPORT_FILE, ReportCallback, write_report_quietly
 from .rundir import (CONFUSION_FIGURE, CURVE_FILE, ENTITY_FIGURE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config,
                      write_json)
 from .search import choice_rows, load_optuna
-from .training_arguments import trainer_kwargs
+from .training_arguments import arguments_refused, trainer_kwargs
 from .training_display import use_display
 
 logger = logging.getLogger("bertkit")
@@ -149,13 +149,6 @@ def training_arguments(train: dict, output_dir: str, precision: str, seed: int, 
         return transformers.TrainingArguments(**args)
     except (ValueError, TypeError) as error:  # a combination it refuses (e.g. a plateau schedule without evaluation)
         raise arguments_refused(error) from None
-
-
-def arguments_refused(error: Exception) -> BertkitError:
-    """TrainingArguments' own refusal, in one line naming the `train:` block (its first line says what is wrong)."""
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return BertkitError(f"config key 'train': TrainingArguments refuses these settings ({first}) — change the train.* "
-                        "keys it names")
 
 
 def selection_metric(args: transformers.TrainingArguments, default: str | None) -> str | None:
@@ -584,5 +577,5 @@ __all__ = [
     "check_positions", "FineTuningTrainer", "several_trainings", "model_or_builder", "early_stopping", "merge_lora",
     "report", "training_arguments", "trainer_kwargs", "selection_metric", "add_lora", "check_lora_targets",
     "LossWatch", "LossGuard", "EXPLODES_BY", "FLOOR", "start_run", "Run", "resume_checkpoint", "repeated_training",
-    "plot_training_curve",
+    "plot_training_curve", "arguments_refused",
 ]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from .cache import cache_root
+from .errors import BertkitError
 
 
 class Field(typing.NamedTuple):
@@ -156,4 +157,11 @@ def trainer_kwargs(train: dict, output_dir: str, seed: int, has_eval: bool, metr
     return args
 
 
-__all__ = ["Field", "training_fields", "trainer_kwargs"]
+def arguments_refused(error: Exception) -> BertkitError:
+    """TrainingArguments' own refusal, in one line naming the `train:` block (its first line says what is wrong)."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return BertkitError(f"config key 'train': TrainingArguments refuses these settings ({first}) — change the train.* "
+                        "keys it names")
+
+
+__all__ = ["Field", "training_fields", "trainer_kwargs", "arguments_refused"]

@@ -206,7 +206,7 @@ def test_import_bertkit_imports_no_model_stack_and_keeps_the_library_contract(tm
 
 def first_line_and_torch(args: list[str], cwd: Path) -> tuple[list[str], int]:
     """The lines a person sees on a terminal (stderr is a pseudo-terminal) from a command whose first import of torch
-    writes a marker line: (lines, index of the marker)."""
+    writes a marker line: (lines, index of the marker). The last line names the HEAVY modules it imported."""
     import pty
 
     code = textwrap.dedent(f"""
@@ -223,6 +223,7 @@ def first_line_and_torch(args: list[str], cwd: Path) -> tuple[list[str], int]:
             main()
         except SystemExit:
             pass
+        print("<imported:", *[name for name in {HEAVY!r} if name in sys.modules], file=sys.stderr, flush=True)
     """)
     terminal, stderr = pty.openpty()
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=stderr, cwd=cwd,
@@ -258,6 +259,8 @@ def test_validate_says_what_it_does_before_it_imports_torch_for_the_train_block(
     assert torch_at >= 1, lines
     assert lines[0] == ("validate: classify, its train: settings as TrainingArguments takes them (loading PyTorch and "
                         "transformers)"), lines
+    imported = set(lines[-1].removeprefix("<imported:").split())  # not the training wiring (datasets, ...: 2x the time)
+    assert {"torch", "transformers"} <= imported and not imported & {"bertkit.training", "datasets"}, lines
 
 
 def test_predict_says_what_it_does_before_it_imports_torch(places):
