@@ -10,6 +10,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # serve's engine auto exports each model it serves to ONNX once (seconds for every tiny model a test makes): tests
 # serve with PyTorch unless they ask for an engine (tests/test_serve_engine.py does)
 os.environ.setdefault("BERTKIT_ENGINE", "torch")
+# The suite starts hundreds of Python processes (the CLI, torchrun, a fresh venv): with PYTHONDONTWRITEBYTECODE (set on
+# some machines) each compiled the modules it imports again, bertkit's own (about a second) or a fresh venv's torch.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import gc  # noqa: E402
 

@@ -47,6 +47,8 @@ def installed(tmp_path_factory):
     # never import; Python compiles what they do import when they first import it
     _run([str(base / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-compile", *shlex.split(TORCH), wheel[0]],
          cwd=base)
+    # (conftest drops PYTHONDONTWRITEBYTECODE: the .pyc files the first command writes serve the rest, where each
+    # command compiled torch and transformers again, 15 s a command here)
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false",
