@@ -283,6 +283,13 @@ def check_inputs(*paths: Optional[str]) -> None:
             check_data_path(path)
 
 
+def replacing_note(output: Optional[str]) -> str:
+    """What the command's last line adds when -o names an existing file: the output checks let an earlier output of
+    the same kind be replaced without --force, and nothing of the user's is replaced without a word. Asked before
+    the command writes."""
+    return ", replacing the earlier file" if output and Path(output).expanduser().is_file() else ""
+
+
 def say_first(line: str) -> None:
     """A command's first line on a terminal, said before it imports torch and transformers (seconds): what it is about
     to do, so that a person is never left without a word. Piped or captured output (a script, a log) gets the result
@@ -354,7 +361,7 @@ def predict(
         raise BertkitError(f"--corpus is for embedding models and rerankers, and {model_dir} is neither — leave it out")
     check_inputs(input_file, corpus)
     say_first(f"predict: the {task} model {model_dir} on {input_file} -> {output}")
-    earlier = Path(output).expanduser().is_file()  # an earlier output of the same kind is replaced (said at the end)
+    replacing = replacing_note(output)
     from .console import console_session
     from .inference import inference_precision
     from .rundir import replacing_allowed
@@ -367,7 +374,7 @@ def predict(
                                          retriever=retriever, **({} if top_k is None else {"top": top_k}))
         else:
             count = module.predict_file(model_dir, input_file, output, batch_size, min_confidence)
-    typer.echo(f"wrote {count} predictions to {output}{', replacing the earlier file' if earlier else ''}")
+    typer.echo(f"wrote {count} predictions to {output}{replacing}")
 
 
 @app.command()
@@ -390,6 +397,7 @@ def evaluate(
         raise BertkitError(f"--retriever is for embedding models, and {model_dir} is a {task} model — leave it out")
     check_inputs(input_file)
     say_first(f"evaluate: the {task} model {model_dir} on {input_file}")
+    replacing = replacing_note(output)
     from .console import console_session, result_line
     from .inference import inference_precision
     from .report import record_evaluation
@@ -402,7 +410,7 @@ def evaluate(
     # one line still: the report that now shows this evaluation (its numbers: RUN/evaluations/)
     typer.echo(result_line(input_file, metrics) + (f" (added to {report})" if report else ""))
     if output:
-        typer.echo(f"saved metrics to {output}")
+        typer.echo(f"saved metrics to {output}{replacing}")
 
 
 @app.command("export")
@@ -557,9 +565,10 @@ def report_command(
     from .report import check_reportable, write_comparison, write_report
 
     paths = [check_reportable(run_dir) for run_dir in run_dirs]
+    replacing = replacing_note(output) if len(paths) > 1 else ""  # a run's own report.html is rebuilt, not the user's
     with console_session("quiet"):  # loading the model for the dev view: no bars, transformers' log not shown
         written = write_report(paths[0]) if len(paths) == 1 else write_comparison(run_dirs, output, force)
-    typer.echo(f"wrote {written}")
+    typer.echo(f"wrote {written}{replacing}")
 
 
 @app.command("serve")

@@ -155,11 +155,13 @@ def test_report_replaces_a_file_of_another_kind_only_with_force(project, tmp_pat
     assert "-o existing-compare.html" in message, message
     assert existing.read_text() == '{"mine": true}\n'
     result = bertkit(tmp_path, "report", "runs/A", "runs/B", "-o", "existing.json", "--force")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0 and "existing.json, replacing the earlier file" in result.stdout, result.stderr
     assert existing.read_text().startswith("<!DOCTYPE html>")
-    # an earlier comparison page is the same kind: written again without --force, as before
+    # an earlier comparison page is the same kind: written again without --force, as before, and said
     result = bertkit(tmp_path, "report", "runs/A", "runs/B", "-o", "existing.json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0 and "existing.json, replacing the earlier file" in result.stdout, result.stderr
+    result = bertkit(tmp_path, "report", "runs/A", "runs/B", "-o", "new.html")
+    assert result.returncode == 0 and "replacing" not in result.stdout, result.stdout
 
 
 def test_report_refuses_any_existing_file_that_is_not_a_bertkit_page(project, tmp_path, monkeypatch):
@@ -200,9 +202,10 @@ def test_predict_and_evaluate_replace_a_file_of_another_kind_only_with_force(pro
     message = refused(runner.invoke(app, ["evaluate", run, str(project / "data" / "dev.csv"), "-o", "notes.txt"]))
     assert "-o notes.txt already exists and is not metrics as JSON" in message, message
     assert notes.read_text() == "my notes\n"
-    for _ in range(2):
+    for again in (False, True):  # earlier metrics: replaced, and said
         result = runner.invoke(app, ["evaluate", run, str(project / "data" / "dev.csv"), "-o", "m.json"])
-        assert result.exit_code == 0, result.output
+        said = "saved metrics to m.json, replacing the earlier file" in result.output
+        assert result.exit_code == 0 and said == again, result.output
 
 
 def test_a_file_evaluated_on_the_run_is_never_a_predict_output(project, tmp_path, monkeypatch):
