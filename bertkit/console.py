@@ -356,25 +356,29 @@ def summary(title: str, rows: dict, kind: str = "summary") -> None:
 
 
 # What a finished run is used for next: a fine-tune for a masked LM (the recipes below, whose model is a starting
-# point), predict / evaluate for every other recipe's (a new task's too).
+# point), predict / evaluate for every other recipe's (a new task's too); a model that ranks a corpus (the table of
+# tasks' CORPUS_RANKERS, which the caller asks) predicts a ranking of the user's passages.
 STARTING_POINT_RECIPES = {"mlm"}
 
 
-def next_commands(output_dir: str | Path, recipe: str) -> list[str]:
+def next_commands(output_dir: str | Path, recipe: str, ranks_a_corpus: bool = False) -> list[str]:
     import shlex
 
     where = shlex.quote(str(output_dir))
     if recipe in STARTING_POINT_RECIPES:
         used = [f"bertkit run classify model={where} data.train=TRAIN_FILE data.eval=DEV_FILE"]
+    elif ranks_a_corpus:
+        used = [f"bertkit predict {where} QUERIES_FILE --corpus PASSAGES_FILE --top-k 10 -o ranked.jsonl",
+                f"bertkit evaluate {where} LABELLED_FILE"]
     else:
         used = [f"bertkit predict {where} FILE -o predictions.jsonl", f"bertkit evaluate {where} LABELLED_FILE"]
     return [*used, f"bertkit push {where} USER/NAME"]
 
 
-def next_steps(output_dir: str | Path, recipe: str) -> None:
+def next_steps(output_dir: str | Path, recipe: str, ranks_a_corpus: bool = False) -> None:
     """The end of a run: where everything is, and the commands that follow from it (one line each, never
     wrapped by bertkit, so that each can be copied whole)."""
-    commands = next_commands(output_dir, recipe)
+    commands = next_commands(output_dir, recipe, ranks_a_corpus)
     for line in (f"model: {output_dir}", f"log: {Path(output_dir) / LOG_FILE}", *commands):
         run_log.write(line)
     if not shows("summary"):
@@ -386,11 +390,11 @@ def next_steps(output_dir: str | Path, recipe: str) -> None:
         console.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
 
 
-def run_summary(title: str, rows: dict, output_dir: str | Path, recipe: str) -> None:
+def run_summary(title: str, rows: dict, output_dir: str | Path, recipe: str, ranks_a_corpus: bool = False) -> None:
     """The end of a run: its summary table, where the model and the log are, and the commands to run next (which
     say where the model is: a "saved to" row would only repeat it)."""
     summary(title, {name: value for name, value in rows.items() if name != "saved to"})
-    next_steps(output_dir, recipe)
+    next_steps(output_dir, recipe, ranks_a_corpus)
 
 
 # ----------------------------------------------------------------------------------------------- formatting

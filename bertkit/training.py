@@ -43,6 +43,7 @@ from .report import REPORT_FILE, ReportCallback, write_report_quietly
 from .rundir import (CONFUSION_FIGURE, CURVE_FILE, ENTITY_FIGURE, LOG_HISTORY_FILE, METRICS_FILE, save_run_config,
                      write_json)
 from .search import choice_rows, load_optuna
+from .tasks import CORPUS_RANKERS
 from .training_arguments import arguments_refused, trainer_kwargs
 from .training_display import use_display
 
@@ -117,7 +118,8 @@ def report(cfg, recipe: str, title: str, rows: dict, output_dir: Path) -> None:
     recorded = _read_choice(Path(output_dir) / METRICS_FILE)
     rows = choice_rows(rows, recorded)
     model = {"implementation": recorded["implementation"]} if recorded.get("implementation") else {}
-    run_summary(title, {**rows, **model, "saved to": str(output_dir)}, output_dir, recipe)
+    run_summary(title, {**rows, **model, "saved to": str(output_dir)}, output_dir, recipe,
+                ranks_a_corpus=recipe in CORPUS_RANKERS)
     if cfg.run.push:
         push_finished_run(output_dir, cfg.run.push)
 

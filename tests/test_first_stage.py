@@ -121,6 +121,8 @@ def test_an_embed_run_chooses_its_first_stage_on_dev_and_says_the_three(tiny_emb
     for name in ("dense", "bm25", "hybrid"):  # the summary: each base -> fine-tuned
         assert f"{name} ndcg@10" in output
     assert "retriever" in output
+    # what to run next is a ranking of the user's passages (vectors alone are not a search)
+    assert f"bertkit predict {out} QUERIES_FILE --corpus PASSAGES_FILE --top-k 10 -o ranked.jsonl" in output, output
 
 
 def test_predict_and_evaluate_rank_with_the_chosen_retriever_and_say_why(tiny_embed_run, tmp_path):

@@ -35,7 +35,7 @@ def test_the_end_of_a_run_pushes_once_through_the_rank_safe_helper(monkeypatch, 
     from bertkit import training as trainer
 
     calls = []
-    monkeypatch.setattr(trainer, "run_summary", lambda *args: None)
+    monkeypatch.setattr(trainer, "run_summary", lambda *args, **kwargs: None)
     monkeypatch.setattr(trainer, "push_finished_run", lambda output_dir, repo_id: calls.append((output_dir, repo_id)))
     trainer.report(SimpleNamespace(run=SimpleNamespace(push=repo)), "classify", "title", {}, "runs/x")
     assert calls == ([("runs/x", repo)] if repo else [])
